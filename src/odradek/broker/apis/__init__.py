@@ -1,0 +1,77 @@
+"""One module per Kafka API, as franz-go's kfake lays them out.
+
+Each module opens with a docstring naming the versions it serves and how it behaves, and defines:
+
+``API_KEY: int``
+``MIN_VERSION: int`` and ``MAX_VERSION: int``, the range ApiVersions advertises (only what ``handle`` implements)
+``async def handle(ctx: RequestContext, request: Any) -> Any``
+
+``request`` is the kio dataclass decoded for ``ctx.api_version``. ``handle`` returns either a kio response entity of
+that same version (``ctx.response_class`` / nested classes from ``ctx.response_module``; :func:`fit` drops fields
+the version lacks, so one code path serves every version), or an :class:`Encoded` body for hand-written hot-path
+encoders. Raising :class:`odradek.errors.KafkaError` is for request-wide failures; per-partition errors belong in the
+response. Any other exception is logged and the connection is closed, never the broker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_response_schema
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
+
+@dataclass(slots=True)
+class Encoded:
+    """A response body already encoded (without header); buffers are written as-is, never joined."""
+
+    buffers: Sequence[bytes | bytearray | memoryview]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+
+    @property
+    def response_class(self) -> type[Any]:
+        return load_response_schema(self.api_key, self.api_version)
+
+    @property
+    def response_module(self) -> types.ModuleType:
+        return _module_of(self.response_class)
+
+
+@functools.cache
+def _module_of(cls: type[Any]) -> types.ModuleType:
+    import sys
+
+    return sys.modules[cls.__module__]
+
+
+@functools.cache
+def _field_names(cls: type[Any]) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def fit(cls: type[Any], **values: Any) -> Any:
+    """Build ``cls`` from the values it has fields for, so handlers can be written once for all versions."""
+    names = _field_names(cls)
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def nested(ctx: RequestContext, name: str) -> Callable[..., Any]:
+    """A constructor for the nested response entity ``name`` of this request's version, via :func:`fit`."""
+    cls = getattr(ctx.response_module, name)
+    return functools.partial(fit, cls)
