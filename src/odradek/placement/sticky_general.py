@@ -1,0 +1,356 @@
+"""Kafka's general sticky builder, used when members subscribe to different topics.
+
+It keeps every still-valid owned partition, hands the rest one by one to the least-loaded eligible member, and then
+moves partitions while the assignment is not balanced, preferring to give a partition back to its previous owner and
+undoing earlier moves rather than chaining new ones (``PartitionMovements``) so the result stays sticky.  Kafka picks
+"the partition to move" from a ``HashSet`` in places; that set's Java iteration order is emulated here.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+
+from .java import string_hash
+from .sticky_state import StickyState
+
+__all__ = ["GeneralBuilder"]
+
+
+class _JavaHashSet:
+    """Iteration order of a ``java.util.HashSet<TopicPartition>`` (bucket, then insertion; never shrinks)."""
+
+    __slots__ = ("_cap", "_hash", "_items", "_seq")
+
+    def __init__(self, hash_of: list[int] | None = None) -> None:
+        self._cap = 16
+        self._items: dict[int, int] = {}
+        self._seq = 0
+        self._hash = hash_of
+
+    def add(self, g: int) -> None:
+        if g in self._items:
+            return
+        self._seq += 1
+        self._items[g] = self._seq
+        if len(self._items) > 0.75 * self._cap:
+            self._cap <<= 1
+
+    def remove(self, g: int) -> None:
+        self._items.pop(g, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def first(self, hash_of: dict[int, int]) -> int:
+        mask = self._cap - 1
+        return min(self._items, key=lambda g: ((hash_of[g] ^ (hash_of[g] >> 16)) & mask, self._items[g]))
+
+
+class _Movements:
+    """Kafka's ``PartitionMovements``: where each moved partition came from, per topic and member pair."""
+
+    def __init__(self, state: StickyState) -> None:
+        self.state = state
+        self.by_topic: dict[int, dict[tuple[int, int], _JavaHashSet]] = {}
+        self.moves: dict[int, tuple[int, int]] = {}
+        self._hash: dict[int, int] = {}
+        self._topic_hash: dict[int, int] = {}
+
+    def _tp_hash(self, g: int) -> int:
+        h = self._hash.get(g)
+        if h is None:
+            r = self.state.topic_of[g]
+            th = self._topic_hash.get(r)
+            if th is None:
+                th = string_hash(self.state.topic_names[r])
+                self._topic_hash[r] = th
+            h = (31 * (31 + g - self.state.base[r]) + th) & 0xFFFFFFFF
+            self._hash[g] = h
+        return h
+
+    def _remove_record(self, g: int) -> tuple[int, int]:
+        pair = self.moves.pop(g)
+        t = self.state.topic_of[g]
+        per_topic = self.by_topic[t]
+        per_topic[pair].remove(g)
+        if not len(per_topic[pair]):
+            del per_topic[pair]
+        if not per_topic:
+            del self.by_topic[t]
+        return pair
+
+    def _add_record(self, g: int, pair: tuple[int, int]) -> None:
+        self.moves[g] = pair
+        self._tp_hash(g)
+        self.by_topic.setdefault(self.state.topic_of[g], {}).setdefault(pair, _JavaHashSet()).add(g)
+
+    def move(self, g: int, old: int, new: int) -> None:
+        if g in self.moves:
+            src, _dst = self._remove_record(g)
+            if src != new:
+                self._add_record(g, (src, new))
+        else:
+            self._add_record(g, (old, new))
+
+    def actual_partition_to_move(self, g: int, old: int, new: int) -> int:
+        per_topic = self.by_topic.get(self.state.topic_of[g])
+        if per_topic is None:
+            return g
+        if g in self.moves:
+            old = self.moves[g][0]
+        reverse = per_topic.get((new, old))
+        if reverse is None:
+            return g
+        return reverse.first(self._hash)
+
+    def is_sticky(self) -> bool:
+        """No topic saw partitions move both ways between the same two members."""
+        for per_topic in self.by_topic.values():
+            pairs = set(per_topic)
+            if any((b, a) in pairs for a, b in pairs):
+                return False
+        return True
+
+
+class GeneralBuilder:
+    """One run of Kafka's ``GeneralAssignmentBuilder`` over int partition ids and member indices."""
+
+    def __init__(self, state: StickyState, owned: list[list[int]], prev: dict[int, tuple[int, int]]) -> None:
+        self.s = state
+        self.prev = prev
+        n_members = len(state.member_ids)
+        topic_of = state.topic_of
+        counts = state.topic_counts
+        n_topics = len(counts)
+        self.topic_consumers: list[list[int]] = [[] for _ in range(n_topics)]
+        self.consumer_topics: list[list[int]] = []
+        for m, sub in enumerate(state.subs):
+            mine = []
+            for topic in sub.topics:
+                r = state.rank.get(topic)
+                if r is not None:
+                    mine.append(r)
+                    self.topic_consumers[r].append(m)
+            self.consumer_topics.append(mine)
+        self.consumer_topic_sets = [set(ts) for ts in self.consumer_topics]
+        self.cur: dict[int, list[int]] = {m: owned[m] for m in range(n_members)}
+        self.owner: dict[int, int] = {}
+        for m in range(n_members):
+            for g in owned[m]:
+                self.owner[g] = m
+        topic_order = sorted(range(n_topics), key=lambda r: (len(self.topic_consumers[r]), state.topic_names[r]))
+        self.sorted_all: list[int] = []
+        for r in topic_order:
+            self.sorted_all.extend(range(state.base[r], state.base[r] + counts[r]))
+        self.topic_position = {r: i for i, r in enumerate(topic_order)}
+        self.entries: list[tuple[int, str, int]] = []
+        self.entry_of: dict[int, tuple[int, str, int]] = {}
+        self.revocation_required = False
+        self.movements = _Movements(state)
+        self.max_size = [self._max_assignment_size(m) for m in range(n_members)]
+        self._topic_of = topic_of
+
+    # -- the TreeSet ordered by (assignment size, member id) ------------------------------------------------------
+    def _add(self, m: int) -> None:
+        e = (len(self.cur[m]), self.s.member_keys[m], m)
+        self.entry_of[m] = e
+        insort(self.entries, e)
+
+    def _remove(self, m: int) -> None:
+        e = self.entry_of.pop(m, None)
+        if e is not None:
+            i = bisect_left(self.entries, e)
+            del self.entries[i]
+
+    def _max_assignment_size(self, m: int) -> int:
+        topics = self.consumer_topics[m]
+        if len(topics) == len(self.s.topic_counts):
+            return self.s.total
+        return sum(self.s.topic_counts[r] for r in topics)
+
+    # -- build ---------------------------------------------------------------------------------------------------
+    def build(self) -> dict[int, list[int]]:
+        assigned = self._assign_owned()
+        if assigned:
+            mark = set(assigned)
+            unassigned = [g for g in self.sorted_all if g not in mark]
+        else:
+            unassigned = self.sorted_all
+        for m in self.cur:
+            self._add(m)
+        self._balance(unassigned)
+        return self.cur
+
+    def _assign_owned(self) -> list[int]:
+        s = self.s
+        assigned: list[int] = []
+        topic_of = s.topic_of
+        for m, parts in self.cur.items():
+            subscribed = s.subs[m].topic_set
+            kept = []
+            for g in parts:
+                if s.topic_names[topic_of[g]] not in subscribed or s.racks_mismatch(m, g):
+                    self.revocation_required = True
+                else:
+                    kept.append(g)
+            if len(kept) != len(parts):
+                parts[:] = kept
+            assigned.extend(kept)
+        return assigned
+
+    def _maybe_assign(self, partitions: list[int], rack: bool) -> list[int]:
+        """Give each partition to the least-loaded eligible member; returns those left (rack pass only)."""
+        left = []
+        topic_of = self._topic_of
+        for g in partitions:
+            t = topic_of[g]
+            if not self.topic_consumers[t]:
+                left.append(g)
+                continue
+            chosen = None
+            for _size, _key, m in self.entries:
+                if t in self.consumer_topic_sets[m] and not (rack and self.s.racks_mismatch(m, g)):
+                    chosen = m
+                    break
+            if chosen is None:
+                left.append(g)
+                continue
+            self._remove(chosen)
+            self.cur[chosen].append(g)
+            self.owner[g] = chosen
+            self._add(chosen)
+        return left
+
+    def _balance(self, unassigned: list[int]) -> None:
+        initializing = not self.cur[self.entries[-1][2]] if self.entries else True
+        to_assign = unassigned
+        if self.s.rack_aware:
+            to_assign = self._maybe_assign(list(unassigned), rack=True)
+        self._maybe_assign(to_assign, rack=False)
+
+        fixed_topics = {r for r, cs in enumerate(self.topic_consumers) if len(cs) < 2}
+        topic_of = self._topic_of
+        if fixed_topics:
+            self.sorted_all = [g for g in self.sorted_all if topic_of[g] not in fixed_topics]
+            unassigned = [g for g in unassigned if topic_of[g] not in fixed_topics]
+        fixed: dict[int, list[int]] = {}
+        for m in list(self.cur):
+            if not self._can_participate(m):
+                self._remove(m)
+                fixed[m] = self.cur.pop(m)
+        snapshot = {m: list(parts) for m, parts in self.cur.items()}
+        owner_snapshot = dict(self.owner)
+        if not self.revocation_required:
+            self._perform_reassignments(unassigned)
+        performed = self._perform_reassignments(self.sorted_all)
+        if not initializing and performed and _score(self.cur) >= _score(snapshot):
+            for m in list(self.cur):
+                self._remove(m)
+            self.cur = snapshot
+            self.owner = owner_snapshot
+            for m in self.cur:
+                self._add(m)
+        for m, parts in fixed.items():
+            self.cur[m] = parts
+            self._add(m)
+
+    def _can_participate(self, m: int) -> bool:
+        parts = self.cur[m]
+        if len(parts) < self.max_size[m]:
+            return True
+        topic_of = self._topic_of
+        return any(len(self.topic_consumers[topic_of[g]]) >= 2 for g in parts)
+
+    def _is_balanced(self) -> bool:
+        entries = self.entries
+        if not entries or entries[0][0] >= entries[-1][0] - 1:
+            return True
+        topic_of = self._topic_of
+        top = [0] * len(self.topic_consumers)
+        for parts in self.cur.values():
+            size = len(parts)
+            for t in {topic_of[g] for g in parts}:
+                if size > top[t]:
+                    top[t] = size
+        for size, _key, m in entries:
+            if size == self.max_size[m]:
+                continue
+            for t in self.consumer_topics[m]:
+                if size + 1 < top[t]:
+                    return False
+        return True
+
+    def _perform_reassignments(self, partitions: list[int]) -> bool:
+        performed = False
+        topic_of = self._topic_of
+        cur = self.cur
+        s = self.s
+        while True:
+            modified = False
+            for g in partitions:
+                if self._is_balanced():
+                    break
+                t = topic_of[g]
+                c = self.owner.get(g)
+                if c is None or c not in cur:
+                    continue
+                prev = self.prev.get(g)
+                if prev is not None and prev[0] in cur and len(cur[c]) > len(cur[prev[0]]) + 1:
+                    self._reassign(g, prev[0])
+                    performed = modified = True
+                    continue
+                found = False
+                rack = s.consumer_rack[c]
+                if rack is not None and s.partition_racks is not None:
+                    racks = s.partition_racks[g]
+                    if racks and rack in racks:
+                        for o in self.topic_consumers[t]:
+                            orack = s.consumer_rack[o]
+                            if orack is None or orack not in racks or o not in cur:
+                                continue
+                            if len(cur[c]) > len(cur[o]) + 1:
+                                self._reassign_to_least_loaded(g)
+                                performed = modified = found = True
+                                break
+                if not found:
+                    for o in self.topic_consumers[t]:
+                        if o in cur and len(cur[c]) > len(cur[o]) + 1:
+                            self._reassign_to_least_loaded(g)
+                            performed = modified = True
+                            break
+            if not modified:
+                return performed
+
+    def _reassign_to_least_loaded(self, g: int) -> None:
+        t = self._topic_of[g]
+        for _size, _key, m in self.entries:
+            if t in self.consumer_topic_sets[m]:
+                self._reassign(g, m)
+                return
+
+    def _reassign(self, g: int, new: int) -> None:
+        old = self.owner[g]
+        moved = self.movements.actual_partition_to_move(g, old, new)
+        self._process_move(moved, new)
+
+    def _process_move(self, g: int, new: int) -> None:
+        old = self.owner[g]
+        self._remove(old)
+        self._remove(new)
+        self.movements.move(g, old, new)
+        self.cur[old].remove(g)
+        self.cur[new].append(g)
+        self.owner[g] = new
+        self._add(new)
+        self._add(old)
+
+
+def _score(assignment: dict[int, list[int]]) -> int:
+    """Kafka's balance score: the sum over unordered member pairs of the difference of their sizes."""
+    sizes = sorted(len(p) for p in assignment.values())
+    score = 0
+    running = 0
+    for i, s in enumerate(sizes):
+        score += s * i - running
+        running += s
+    return score

@@ -1,0 +1,74 @@
+"""Load Kafka's recorded cases (``kafka-vectors.json``) and turn assignor inputs into library calls."""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from odradek.placement import (
+    ASSIGNORS,
+    PartitionInfo,
+    StickyAssignor,
+    Subscription,
+    TopicPartition,
+    encode_cooperative_user_data,
+    encode_sticky_user_data,
+)
+
+VECTORS_PATH = Path(os.environ.get("ODRADEK_KAFKA_VECTORS", "/work/shared/reference/kafka-vectors.json"))
+if not VECTORS_PATH.exists():
+    VECTORS_PATH = Path(__file__).resolve().parents[2] / "tests" / "placement" / "data" / "kafka-vectors.json"
+
+
+@cache
+def all_cases() -> list[dict[str, Any]]:
+    return json.loads(VECTORS_PATH.read_text())
+
+
+def cases(prefix: str) -> list[dict[str, Any]]:
+    return [c for c in all_cases() if c["algorithm"].startswith(prefix)]
+
+
+def tp(text: str) -> TopicPartition:
+    return TopicPartition.parse(text)
+
+
+def build_call(case: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Subscription]]:
+    """The assignor (with Kafka's instance state), partitions_per_topic and subscriptions of a recorded call."""
+    inp = case["input"]
+    assignor = ASSIGNORS[inp["assignor"]](prefer_rack_aware_logic=inp["prefer_rack_aware_logic"])
+    if "assignor_state_max_generation_before_call" in inp:
+        assignor.max_generation = inp["assignor_state_max_generation_before_call"]
+    ppt: dict[str, Any] = {}
+    for t in inp["partitions_per_topic"]:
+        if inp["api"] == "assign":
+            ppt[t["topic"]] = t["num_partitions"]
+        else:
+            ppt[t["topic"]] = [PartitionInfo(t["topic"], i, tuple(r)) for i, r in enumerate(t["replica_racks"])]
+    subs: dict[str, Subscription] = {}
+    for s in inp["subscriptions"]:
+        user_data = None
+        md = s.get("member_data")
+        if md is not None and isinstance(assignor, StickyAssignor):
+            parts = [tp(p) for p in md["partitions"]]
+            if parts or md["generation"] is not None:
+                user_data = encode_sticky_user_data(parts, md["generation"])
+        elif md is not None and inp["assignor"] == "cooperative-sticky" and s["generation_id"] is None:
+            if md["generation"] is not None:
+                user_data = encode_cooperative_user_data(md["generation"])
+        subs[s["member"]] = Subscription(
+            topics=s["topics"],
+            user_data=user_data,
+            owned_partitions=[tp(p) for p in s["owned_partitions"]],
+            generation_id=s["generation_id"],
+            rack=s["rack"],
+            group_instance_id=s["group_instance_id"],
+        )
+    return assignor, ppt, subs
+
+
+def as_strings(assignment: dict[str, list[TopicPartition]]) -> dict[str, list[str]]:
+    return {m: [str(p) for p in parts] for m, parts in assignment.items()}
