@@ -16,6 +16,7 @@ response. Any other exception is logged and the connection is closed, never the 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import types
 from collections.abc import Callable, Sequence
@@ -26,6 +27,9 @@ from kio.index import load_response_schema
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
+
+
+NO_THROTTLE = datetime.timedelta(0)
 
 
 @dataclass(slots=True)

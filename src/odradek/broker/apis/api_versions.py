@@ -1,0 +1,46 @@
+"""ApiVersions (key 18), versions 0-4.
+
+Advertises exactly the APIs whose modules exist in ``broker/apis`` with the ranges they declare. A request for a
+newer ApiVersions version than we know is answered with a v0 response carrying UNSUPPORTED_VERSION and the list
+(KIP-511), so clients retry with a version we speak. v3+ clients send their software name and version, which we
+accept without checking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.index import load_response_schema
+from kio.static.primitive import i16
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.errors import ErrorCode
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def _api_list(apis: dict[int, Any], cls: type[Any]) -> tuple[Any, ...]:
+    return tuple(
+        fit(cls, api_key=i16(key), min_version=i16(m.MIN_VERSION), max_version=i16(m.MAX_VERSION))
+        for key, m in sorted(apis.items())
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    api_version = nested(ctx, "ApiVersion")
+    keys = tuple(
+        api_version(api_key=i16(key), min_version=i16(m.MIN_VERSION), max_version=i16(m.MAX_VERSION))
+        for key, m in sorted(ctx.broker.apis.items())
+    )
+    return fit(ctx.response_class, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
+
+
+def unsupported_version_response() -> Any:
+    """KIP-511's fallback: the v0 response with error 35; the broker's list is filled in by the connection."""
+    from odradek.broker.server import load_apis
+
+    cls = load_response_schema(API_KEY, 0)
+    module = __import__(cls.__module__, fromlist=["ApiVersion"])
+    return fit(cls, error_code=ErrorCode.unsupported_version, api_keys=_api_list(load_apis(), module.ApiVersion))

@@ -1,0 +1,49 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Raises a topic's partition count. As Kafka: INVALID_PARTITIONS when the new count is not larger ("Topic currently
+has 3 partitions, which is higher than the requested 2."), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT
+for an assignment of the wrong size or naming unknown brokers, INVALID_REQUEST for a topic named twice. New
+partitions keep the topic's replication factor and are placed by Kafka's algorithm from the next partition id.
+``validate_only`` checks without changing anything.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    result_cls = nested(ctx, "CreatePartitionsTopicResult")
+    counts = collections.Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        error, message = ErrorCode.none, None
+        try:
+            if counts[t.name] > 1:
+                raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic in request: {t.name}")
+            record = broker.topic_store.topics.get(t.name)
+            if record is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist.")
+            current = len(record.assignment)
+            if t.count <= current:
+                raise KafkaError(
+                    ErrorCode.invalid_partitions,
+                    f"Topic currently has {current} partitions, which is higher than the requested {t.count}.",
+                )
+            rf = len(record.assignment[0])
+            new = broker.assign_new_partitions(current, t.count, rf, t.assignments)
+            if not request.validate_only:
+                await broker.add_partitions(t.name, new)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(result_cls(name=t.name, error_code=error, error_message=message))
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,61 @@
+"""CreateTopics (key 19), versions 2-7.
+
+Validates each topic as Kafka does, with its codes and messages: INVALID_TOPIC_EXCEPTION for illegal or colliding
+names, TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR (including more replicas than live
+brokers), INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG for unknown or bad configs, INVALID_REQUEST for a topic named
+twice or both a count and an assignment. -1 partitions or replication factor take ``num.partitions`` and
+``default.replication.factor``. Replicas are placed by Kafka's assignment algorithm (rack-aware when every broker
+has a rack). ``validate_only`` runs every check and creates nothing. v5+ responses carry the topic's resulting
+configs, partition count and replication factor; v7 its topic id.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.topic_config import describe, validate_overrides
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    result_cls = nested(ctx, "CreatableTopicResult")
+    config_cls = nested(ctx, "CreatableTopicConfigs")
+    counts = collections.Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        error, message, topic_id = ErrorCode.none, None, None
+        partitions, rf, described = -1, -1, None
+        try:
+            if counts[t.name] > 1:
+                raise KafkaError(ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}")
+            configs = {c.name: c.value for c in t.configs if c.value is not None}
+            assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+            chosen = broker.check_new_topic(t.name, t.num_partitions, t.replication_factor, assignment or None, configs)
+            partitions = len(chosen)
+            rf = len(chosen[0])
+            if not request.validate_only:
+                record = await broker.create_topic(t.name, chosen, configs)
+                topic_id = record.topic_id
+            described = tuple(
+                config_cls(
+                    name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                    is_sensitive=e.sensitive,
+                )
+                for e in describe(validate_overrides(configs), broker.config.topic_defaults())
+            )
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(
+            result_cls(
+                name=t.name, topic_id=topic_id, error_code=error, error_message=message,
+                topic_config_error_code=0, num_partitions=partitions, replication_factor=rf, configs=described,
+            )
+        )
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, topics=tuple(results))

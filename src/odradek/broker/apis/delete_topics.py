@@ -1,0 +1,46 @@
+"""DeleteTopics (key 20), versions 1-6.
+
+Deletes each named topic (by id from v6) with its data on disk; UNKNOWN_TOPIC_OR_PARTITION (or UNKNOWN_TOPIC_ID)
+for topics that do not exist, TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false, and
+INVALID_TOPIC_EXCEPTION for internal topics, which Kafka never lets clients delete.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.topics import INTERNAL_TOPICS
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    result_cls = nested(ctx, "DeletableTopicResult")
+    if ctx.api_version >= 6:
+        targets = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        targets = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in targets:
+        error, message = ErrorCode.none, None
+        try:
+            if name is None:
+                meta = broker.metadata.topic_by_id(topic_id)
+                if meta is None:
+                    raise KafkaError(ErrorCode.unknown_topic_id)
+                name = meta.name
+            meta = broker.metadata.topics.get(name)
+            if meta is not None:
+                topic_id = meta.topic_id
+            if name in INTERNAL_TOPICS:
+                raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic")
+            await broker.delete_topic(name)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(result_cls(name=name, topic_id=topic_id, error_code=error, error_message=message))
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -1,0 +1,30 @@
+"""DescribeCluster (key 60), versions 0-2.
+
+The live brokers, the cluster id and the controller, as the admin client's describeCluster shows them. Brokers
+are never fenced here (fencing is KRaft's); authorized operations are not computed (-2147483648).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.errors import ErrorCode
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cache = ctx.broker.metadata
+    broker_cls = nested(ctx, "DescribeClusterBroker")
+    brokers = tuple(
+        broker_cls(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
+        for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+    )
+    return fit(
+        ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+        endpoint_type=1, cluster_id=cache.cluster_id, controller_id=cache.controller_id, brokers=brokers,
+        cluster_authorized_operations=-2147483648,
+    )

@@ -1,0 +1,84 @@
+"""DescribeConfigs (key 32), versions 1-4.
+
+Topic resources (type 2) list every topic config with its effective value and source: DYNAMIC_TOPIC_CONFIG for
+the topic's overrides, STATIC_BROKER_CONFIG when the broker's synonym sets it, DEFAULT_CONFIG otherwise; with
+``include_synonyms`` the chain behind the value; v3+ its type, and documentation when asked. Broker resources
+(type 4, the broker id as name) list the broker's static configuration. A requested subset of keys is honoured.
+Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; another broker's id or an unsupported resource type, INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.config import BROKER_DEFAULTS
+from odradek.broker.topic_config import describe, validate_overrides
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+TOPIC, BROKER = 2, 4
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+_TYPES = {bool: 1, str: 2, int: 5}
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    result_cls = nested(ctx, "DescribeConfigsResult")
+    entry_cls = nested(ctx, "DescribeConfigsResourceResult")
+    synonym_cls = nested(ctx, "DescribeConfigsSynonym")
+    results = []
+    for res in request.resources:
+        error, message, configs = ErrorCode.none, None, ()
+        keys = set(res.configuration_keys) if res.configuration_keys else None
+        try:
+            if res.resource_type == TOPIC:
+                record = broker.topic_store.topics.get(res.resource_name)
+                if record is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
+                entries = [
+                    entry_cls(
+                        name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                        is_sensitive=e.sensitive, is_default=e.source == DEFAULT_CONFIG,
+                        synonyms=tuple(synonym_cls(name=n, value=v, source=s) for n, v, s in e.synonyms)
+                        if request.include_synonyms else (),
+                        config_type=e.type,
+                        documentation=e.doc if getattr(request, "include_documentation", False) else None,
+                    )
+                    for e in describe(
+                        validate_overrides(record.configs), broker.config.topic_defaults(), sorted(keys) if keys else None
+                    )
+                ]
+                configs = tuple(entries)
+            elif res.resource_type == BROKER:
+                if res.resource_name not in ("", str(broker.broker_id)):
+                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
+                entries = []
+                for name, (kind, default) in sorted(BROKER_DEFAULTS.items()):
+                    if keys is not None and name not in keys:
+                        continue
+                    value = broker.config[name]
+                    text = None if value is None else (str(value).lower() if kind is bool else str(value))
+                    source = DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG
+                    entries.append(
+                        entry_cls(
+                            name=name, value=text, read_only=True, config_source=source, is_sensitive=False,
+                            is_default=source == DEFAULT_CONFIG, synonyms=(), config_type=_TYPES.get(kind, 2),
+                            documentation=None,
+                        )
+                    )
+                configs = tuple(entries)
+            else:
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(
+            result_cls(
+                error_code=error, error_message=message, resource_type=res.resource_type,
+                resource_name=res.resource_name, configs=configs,
+            )
+        )
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, results=tuple(results))

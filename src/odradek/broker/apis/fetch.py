@@ -1,0 +1,118 @@
+"""Fetch (key 1), versions 4-16.
+
+Consumers read whole batches up to the high watermark; a follower (replica id >= 0) reads up to the log end and its
+fetch offset tells the leader how far it has replicated. The request's ``max_bytes`` and each partition's
+``partition_max_bytes`` bound the response, except that the first batch of the first partition with data is always
+returned whole (KIP-74), so one oversized batch can never stall a consumer. If fewer than ``min_bytes`` are
+available, the request waits until an append makes enough data visible or ``max_wait_ms`` passes: appends wake it,
+nothing polls. ``isolation_level`` is accepted; without transactions both levels read the same data (last stable
+offset = high watermark). Incremental fetch sessions (KIP-227) are not created: the session id is 0, so clients
+send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie in the log, never
+copied by the encoder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from odradek.broker.apis import Encoded, RequestContext
+from odradek.broker.replica import Partition
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.encoders import FetchPartitionResult, encode_fetch_response
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 16
+
+
+def _replica_id(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    if state is not None and state.replica_id >= 0:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
+
+
+async def handle(ctx: RequestContext, request: Any) -> Encoded:
+    broker = ctx.broker
+    replica_id = _replica_id(request)
+    wanted: list[tuple[str, uuid.UUID, list[Any]]] = []
+    unknown_ids: list[tuple[uuid.UUID, list[Any]]] = []
+    for t in request.topics:
+        name = getattr(t, "topic", None)
+        topic_id = getattr(t, "topic_id", None)
+        if ctx.api_version >= 13:
+            meta = broker.metadata.topic_by_id(topic_id)
+            if meta is None:
+                unknown_ids.append((topic_id, list(t.partitions)))
+                continue
+            name = meta.name
+        else:
+            meta = broker.metadata.topics.get(name)
+            topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
+        wanted.append((name, topic_id, list(t.partitions)))
+
+    deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
+    while True:
+        topics, total, parts = _read_all(ctx, wanted, replica_id, request.max_bytes)
+        remaining = deadline - asyncio.get_running_loop().time()
+        if total >= request.min_bytes or remaining <= 0 or not parts:
+            break
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for p in parts:
+            p.add_data_waiter(woken)
+        try:
+            await asyncio.wait_for(woken, remaining)
+        except TimeoutError:
+            pass
+        finally:
+            for p in parts:
+                p.remove_data_waiter(woken)
+    for topic_id, partitions in unknown_ids:
+        topics.append(
+            ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
+        )
+    return Encoded(encode_fetch_response(ctx.api_version, topics))
+
+
+def _read_all(
+    ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, list[Any]]], replica_id: int, max_bytes: int
+) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[Partition]]:
+    broker = ctx.broker
+    out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
+    budget = max_bytes
+    total = 0
+    waitable: list[Partition] = []
+    for name, topic_id, partitions in wanted:
+        results: list[FetchPartitionResult] = []
+        out.append((name, topic_id, results))
+        for fp in partitions:
+            result = FetchPartitionResult(fp.partition)
+            results.append(result)
+            try:
+                part = broker.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
+                plog = part.log
+                if replica_id >= 0:
+                    part.record_follower_fetch(replica_id, fp.fetch_offset)
+                    limit = None
+                else:
+                    limit = part.high_watermark
+                read = plog.read(
+                    fp.fetch_offset, min(fp.partition_max_bytes, max(budget, 0)), limit, min_one=total == 0
+                )
+                result.records = read.buffers
+                result.size = read.size
+                total += read.size
+                budget -= read.size
+                waitable.append(part)
+            except KafkaError as exc:
+                result.error_code = int(exc.code)
+                part_or_none = broker.partitions.get((name, fp.partition))
+                if part_or_none is None:
+                    continue
+                part = part_or_none
+            result.high_watermark = part.high_watermark
+            result.last_stable_offset = part.high_watermark
+            result.log_start_offset = part.log.log_start_offset
+    return out, total, waitable

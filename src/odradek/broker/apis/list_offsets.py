@@ -1,0 +1,69 @@
+"""ListOffsets (key 2), versions 1-11.
+
+Timestamp -1 answers the latest offset a consumer may read (the high watermark; with read_committed the same, as
+there are no transactions), -2 the log start offset, -3 (v7+) the offset and timestamp of the record with the
+largest timestamp, -4 and -5 (tiered storage) the log start offset, as there is no remote tier. Any other value
+finds the first batch whose max timestamp is at or after it, answering offset -1 when none is. Followers' requests
+(replica id >= 0) read up to the log end. Leader epoch checks give FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 11
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    partition_response = nested(ctx, "ListOffsetsPartitionResponse")
+    topic_response = nested(ctx, "ListOffsetsTopicResponse")
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            error, offset, timestamp, epoch = ErrorCode.none, -1, -1, -1
+            try:
+                part = broker.leader_partition(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
+                plog = part.log
+                ts = p.timestamp
+                if ts == LATEST:
+                    offset = plog.log_end_offset if request.replica_id >= 0 else part.high_watermark
+                elif ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+                    offset = plog.log_start_offset
+                elif ts == MAX_TIMESTAMP:
+                    found = plog.offset_for_timestamp(MAX_TIMESTAMP)
+                    if found is not None:
+                        offset, timestamp = found
+                else:
+                    found = plog.offset_for_timestamp(ts)
+                    if found is not None and (request.replica_id >= 0 or found[0] < part.high_watermark):
+                        offset, timestamp = found
+                if offset >= 0:
+                    epoch = _epoch_at(plog.epoch_entries, offset)
+            except KafkaError as exc:
+                error = exc.code
+            parts.append(
+                partition_response(
+                    partition_index=p.partition_index, error_code=error, timestamp=timestamp, offset=offset,
+                    leader_epoch=epoch, old_style_offsets=(),
+                )
+            )
+        topics.append(topic_response(name=t.name, partitions=tuple(parts)))
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _epoch_at(entries: list[tuple[int, int]], offset: int) -> int:
+    """The leader epoch that wrote ``offset``: the last epoch whose start offset is at or before it."""
+    epoch = -1
+    for e, start in entries:
+        if start <= offset:
+            epoch = e
+    return epoch

@@ -1,0 +1,94 @@
+"""Metadata (key 3), versions 0-13.
+
+Answers with every live broker, the cluster id, the controller and the requested topics (all of them for a null
+list, or an empty list before v1). Unknown topics are auto-created with the broker defaults when the request allows
+it (always before v4) and ``auto.create.topics.enable`` is true, otherwise UNKNOWN_TOPIC_OR_PARTITION; invalid
+names get INVALID_TOPIC_EXCEPTION. v10+ topics can be named by id. The response is hand-encoded; the all-topics
+answer is cached per metadata version so clients polling metadata cost one dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from odradek.broker.apis import Encoded, RequestContext
+from odradek.broker.metadata import TopicMeta
+from odradek.broker.topics import validate_topic_name
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.encoders import MetadataPartition, MetadataTopic, encode_metadata_response
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 13
+
+log = logging.getLogger(__name__)
+_cache: dict[tuple[int, int, int], Encoded] = {}
+
+
+def topic_entry(meta: TopicMeta, live: set[int]) -> MetadataTopic:
+    parts = []
+    for p in sorted(meta.partitions.values(), key=lambda p: p.partition):
+        offline = [r for r in p.replicas if r not in live]
+        error = ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none
+        parts.append(
+            MetadataPartition(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, offline, int(error))
+        )
+    return MetadataTopic(meta.name, meta.topic_id, parts, meta.internal)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Encoded:
+    broker = ctx.broker
+    cache = broker.metadata
+    version = ctx.api_version
+    requested = request.topics
+    all_topics = requested is None or (version == 0 and not requested)
+    key = (id(cache), version, cache.version)
+    if all_topics and key in _cache:
+        return _cache[key]
+    live = set(cache.brokers)
+    entries: list[MetadataTopic] = []
+    if all_topics:
+        entries = [topic_entry(t, live) for t in cache.topics.values()]
+    else:
+        allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+        for t in requested:
+            name = t.name
+            topic_id = getattr(t, "topic_id", None)
+            if name is None and topic_id is not None:
+                meta = cache.topic_by_id(topic_id)
+                if meta is None:
+                    entries.append(MetadataTopic(None, topic_id, [], error_code=int(ErrorCode.unknown_topic_id)))
+                else:
+                    entries.append(topic_entry(meta, live))
+                continue
+            meta = cache.topics.get(name)
+            if meta is None and allow_create:
+                meta = await _auto_create(ctx, name)
+            if meta is None:
+                error = ErrorCode.unknown_topic_or_partition
+                try:
+                    validate_topic_name(name)
+                except KafkaError:
+                    error = ErrorCode.invalid_topic_exception
+                entries.append(MetadataTopic(name, None, [], error_code=int(error)))
+            else:
+                entries.append(topic_entry(meta, live))
+    brokers = [(b.broker_id, b.host, b.port, b.rack) for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+    encoded = Encoded(encode_metadata_response(version, brokers, cache.cluster_id, cache.controller_id, entries))
+    if all_topics:
+        if len(_cache) > 64:
+            _cache.clear()
+        _cache[key] = encoded
+    return encoded
+
+
+async def _auto_create(ctx: RequestContext, name: str) -> TopicMeta | None:
+    broker = ctx.broker
+    try:
+        assignment = broker.check_new_topic(name, -1, -1, None, {})
+        await broker.create_topic(name, assignment, {})
+    except KafkaError as exc:
+        if exc.code != ErrorCode.topic_already_exists:
+            log.info("not auto-creating topic %r: %s", name, exc)
+    return broker.metadata.topics.get(name)

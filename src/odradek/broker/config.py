@@ -1,0 +1,109 @@
+"""Broker configuration under Kafka's own names and defaults.
+
+Users bring ``server.properties`` habits: ``--override num.partitions=3`` must mean what it means to Kafka. The
+catalogue below is the subset odradek implements; an unknown name is refused rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# name -> (type, default)
+BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
+    "broker.id": (int, 0),
+    "broker.rack": (str, None),
+    "num.partitions": (int, 1),
+    "default.replication.factor": (int, 1),
+    "auto.create.topics.enable": (bool, True),
+    "delete.topic.enable": (bool, True),
+    "message.max.bytes": (int, 1048588),
+    "socket.request.max.bytes": (int, 104857600),
+    "offsets.topic.num.partitions": (int, 50),
+    "offsets.topic.replication.factor": (int, 3),
+    "offsets.topic.segment.bytes": (int, 104857600),
+    "offsets.retention.minutes": (int, 10080),
+    "offsets.commit.timeout.ms": (int, 5000),
+    "group.initial.rebalance.delay.ms": (int, 3000),
+    "group.min.session.timeout.ms": (int, 6000),
+    "group.max.session.timeout.ms": (int, 1800000),
+    "group.max.size": (int, 2147483647),
+    "min.insync.replicas": (int, 1),
+    "unclean.leader.election.enable": (bool, False),
+    "replica.lag.time.max.ms": (int, 30000),
+    "replica.fetch.max.bytes": (int, 1048576),
+    "replica.fetch.wait.max.ms": (int, 500),
+    "auto.leader.rebalance.enable": (bool, True),
+    "leader.imbalance.per.broker.percentage": (int, 10),
+    "leader.imbalance.check.interval.seconds": (int, 300),
+    "controlled.shutdown.enable": (bool, True),
+    "controlled.shutdown.max.retries": (int, 3),
+    "log.segment.bytes": (int, 1073741824),
+    "log.roll.ms": (int, 604800000),
+    "log.retention.ms": (int, 604800000),
+    "log.retention.bytes": (int, -1),
+    "log.flush.interval.messages": (int, 9223372036854775807),
+    "log.flush.interval.ms": (int, 9223372036854775807),
+    "log.index.interval.bytes": (int, 4096),
+    "log.retention.check.interval.ms": (int, 300000),
+    "log.message.timestamp.type": (str, "CreateTime"),
+    "log.cleanup.policy": (str, "delete"),
+    "compression.type": (str, "producer"),
+    "producer.id.expiration.ms": (int, 86400000),
+}
+
+def _parse(name: str, kind: type, raw: str) -> Any:
+    if kind is bool:
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false"):
+            raise ValueError(f"{name}: expected true or false, got {raw!r}")
+        return lowered == "true"
+    if kind is int:
+        return int(raw)
+    return raw
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 0
+    data_dir: str = ".odradek-data"
+    values: Mapping[str, Any] = field(default_factory=lambda: {k: v for k, (_t, v) in BROKER_DEFAULTS.items()})
+
+    @classmethod
+    def build(
+        cls, *, host: str = "127.0.0.1", port: int = 0, data_dir: str = ".odradek-data",
+        overrides: Mapping[str, str] | None = None, **typed: Any,
+    ) -> BrokerConfig:
+        values = {k: v for k, (_t, v) in BROKER_DEFAULTS.items()}
+        for name, raw in (overrides or {}).items():
+            if name not in BROKER_DEFAULTS:
+                raise ValueError(f"unknown broker config {name!r}")
+            values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
+        values.update(typed)
+        return cls(host=host, port=port, data_dir=data_dir, values=values)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def broker_id(self) -> int:
+        return int(self.values["broker.id"])
+
+    @property
+    def rack(self) -> str | None:
+        rack = self.values["broker.rack"]
+        return str(rack) if rack else None
+
+    def properties(self) -> dict[str, str]:
+        """Every setting as server.properties text (booleans lower-case, unset values left out)."""
+        return {
+            k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.values.items() if v is not None
+        }
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """The broker-level defaults of topic configs (``log.retention.ms`` for ``retention.ms``, ...), typed."""
+        from odradek.broker.topic_config import broker_defaults_from_properties
+
+        return broker_defaults_from_properties(self.properties())

@@ -1,0 +1,127 @@
+"""One client connection: read frames, dispatch them one at a time, write responses in request order.
+
+Like Kafka's SocketServer, a connection has one request in flight inside the broker at a time (Kafka mutes the
+channel until the response is sent), so pipelined requests are answered in order and a producer's batches for a
+partition are appended in the order it sent them. Anything unparseable closes this connection only, with one log
+line naming the peer and the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from kio.serial import entity_writer
+
+from odradek.broker.apis import Encoded, RequestContext
+from odradek.protocol.framing import (
+    FrameError,
+    decode_body,
+    decode_header,
+    peek_key_version,
+    request_schema,
+)
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_SIZE_CORR = struct.Struct(">ii")
+API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
+
+
+def encode_response(correlation_id: int, response: Any) -> list[bytes | bytearray | memoryview]:
+    """Frame a kio response entity: size, header (v0, or v1 with an empty tag buffer), body."""
+    body = io.BytesIO()
+    entity_writer(type(response))(body, response)
+    payload = body.getbuffer()
+    flexible_header = type(response).__header_schema__.__flexible__
+    if flexible_header:
+        return [_SIZE_CORR.pack(len(payload) + 5, correlation_id), b"\x00", payload]
+    return [_SIZE_CORR.pack(len(payload) + 4, correlation_id), payload]
+
+
+def frame_encoded(correlation_id: int, flexible_header: bool, encoded: Encoded) -> list[bytes | bytearray | memoryview]:
+    size = sum(len(b) for b in encoded.buffers) + (5 if flexible_header else 4)
+    head: list[bytes | bytearray | memoryview] = [_SIZE_CORR.pack(size, correlation_id)]
+    if flexible_header:
+        head.append(b"\x00")
+    head.extend(encoded.buffers)
+    return head
+
+
+class Connection:
+    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.broker = broker
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = peer[0] if peer else ""
+
+    async def serve(self) -> None:
+        max_bytes = self.broker.config["socket.request.max.bytes"]
+        try:
+            while True:
+                try:
+                    prefix = await self.reader.readexactly(4)
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial:
+                        log.info("connection %s closed mid-frame (%d of 4 size bytes)", self.peer, len(exc.partial))
+                    return
+                (size,) = _SIZE.unpack(prefix)
+                if size < 0 or size > max_bytes:
+                    log.warning(
+                        "closing connection %s: request of %d bytes exceeds socket.request.max.bytes=%d",
+                        self.peer, size, max_bytes,
+                    )
+                    return
+                try:
+                    frame = await self.reader.readexactly(size)
+                except asyncio.IncompleteReadError as exc:
+                    log.info("connection %s closed mid-request (%d of %d bytes)", self.peer, len(exc.partial), size)
+                    return
+                out = await self.dispatch(frame)
+                if out:
+                    self.writer.writelines(out)
+                    await self.writer.drain()
+        except FrameError as exc:
+            log.warning("closing connection %s: %s", self.peer, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("closing connection %s after an unexpected error", self.peer)
+        finally:
+            self.writer.close()
+
+    async def dispatch(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
+        key, version, correlation_id = peek_key_version(frame)
+        api = self.broker.apis.get(key)
+        if api is None:
+            raise FrameError(f"unknown API key {key} (version {version})")
+        if key == API_VERSIONS_KEY and version > api.MAX_VERSION:
+            # KIP-511: answer a too-new ApiVersions with a v0 response carrying the error and our ranges.
+            return encode_response(correlation_id, api.unsupported_version_response())
+        if not api.MIN_VERSION <= version <= api.MAX_VERSION:
+            raise FrameError(
+                f"unsupported version {version} of API {key} (supported {api.MIN_VERSION}-{api.MAX_VERSION})"
+            )
+        schema = request_schema(key, version)
+        if schema is None:
+            raise FrameError(f"no schema for API {key} version {version}")
+        header = decode_header(frame, schema)
+        request = decode_body(frame, schema, header.body_offset)
+        ctx = RequestContext(self.broker, key, version, correlation_id, header.client_id, self.client_host)
+        response = await api.handle(ctx, request)
+        if response is None:  # acks=0 produce: no response at all
+            return None
+        if isinstance(response, Encoded):
+            flexible = ctx.response_class.__header_schema__.__flexible__
+            return frame_encoded(correlation_id, flexible, response)
+        return encode_response(correlation_id, response)

@@ -1,0 +1,85 @@
+"""The broker's view of the cluster: brokers, topics, partition leaders, replicas and ISRs.
+
+Metadata responses, FindCoordinator and leader checks all read from here. On one broker it is filled directly by
+topic administration; in a cluster the controller's UpdateMetadata requests fill it. Readers never see a partial
+update: each change replaces whole entries.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(slots=True)
+class PartitionMeta:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TopicMeta:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionMeta]
+    internal: bool = False
+
+
+class MetadataCache:
+    def __init__(self, cluster_id: str, controller_id: int = -1) -> None:
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.brokers: dict[int, BrokerEndpoint] = {}
+        self.topics: dict[str, TopicMeta] = {}
+        self.version = 0
+
+    def set_broker(self, endpoint: BrokerEndpoint) -> None:
+        self.brokers[endpoint.broker_id] = endpoint
+        self.version += 1
+
+    def remove_broker(self, broker_id: int) -> None:
+        self.brokers.pop(broker_id, None)
+        self.version += 1
+
+    def set_topic(self, topic: TopicMeta) -> None:
+        self.topics[topic.name] = topic
+        self.version += 1
+
+    def remove_topic(self, name: str) -> None:
+        self.topics.pop(name, None)
+        self.version += 1
+
+    def leader_for(self, topic: str, partition: int) -> int | None:
+        meta = self.topics.get(topic)
+        if meta is None:
+            return None
+        p = meta.partitions.get(partition)
+        if p is None or p.leader < 0:
+            return None
+        return p.leader
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        ep = self.brokers.get(broker_id)
+        return None if ep is None else (ep.host, ep.port)
+
+    def partition_count(self, topic: str) -> int | None:
+        meta = self.topics.get(topic)
+        return None if meta is None else len(meta.partitions)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        for meta in self.topics.values():
+            if meta.topic_id == topic_id:
+                return meta
+        return None

@@ -1,0 +1,349 @@
+"""The broker: its listener, its partitions and logs, its metadata cache, its group coordinator.
+
+Everything runs on one asyncio event loop. A :class:`Broker` is constructed with its configuration and an
+injected clock, started with :meth:`Broker.start` and stopped with :meth:`Broker.stop`, which flushes logs and
+writes checkpoints. Several brokers can share one process (``odradek up --brokers N``); nothing here is global.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import pkgutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from odradek.broker import apis as apis_pkg
+from odradek.broker.config import BrokerConfig
+from odradek.broker.group import GroupConfig, GroupCoordinator
+from odradek.broker.log import LogManager
+from odradek.broker.metadata import BrokerEndpoint, MetadataCache, PartitionMeta, TopicMeta
+from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.replica import Partition
+from odradek.broker.topic_config import validate_overrides
+from odradek.broker.topics import INTERNAL_TOPICS, TopicRecord, TopicStore, collision_key, validate_topic_name
+from odradek.clock import Clock, SystemClock
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.records import BatchHeader, Record, decode_batch, iter_batches, validate_produce
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TICK_INTERVAL_S = 0.1
+
+
+def load_apis() -> dict[int, ModuleType]:
+    """Every module in ``broker/apis`` is one API; the registry is what is there, never a hand-kept list."""
+    found: dict[int, ModuleType] = {}
+    for info in pkgutil.iter_modules(apis_pkg.__path__):
+        module = importlib.import_module(f"{apis_pkg.__name__}.{info.name}")
+        key = getattr(module, "API_KEY", None)
+        if key is None:
+            continue
+        if key in found:
+            raise RuntimeError(f"API key {key} served by both {found[key].__name__} and {module.__name__}")
+        found[key] = module
+    return found
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.broker_id = config.broker_id
+        self.data_dir = Path(config.data_dir)
+        self.apis = load_apis()
+        self.topic_store = TopicStore(self.data_dir)
+        self.metadata = MetadataCache(cluster_id="")
+        self.logs: LogManager | None = None
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.producer_ids = ProducerIdManager(self.data_dir / "producer-ids.json")
+        self.groups = GroupCoordinator(
+            broker_id=self.broker_id,
+            clock=self.clock,
+            offsets_log=_OffsetsLog(self),
+            config=GroupConfig.from_overrides({k: str(v) for k, v in config.values.items()}),
+        )
+        self._server: asyncio.base_events.Server | None = None
+        self._tick_task: asyncio.Task[None] | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self.host = config.host
+        self.port = config.port
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.topic_store.load()
+        self.metadata.cluster_id = self.topic_store.cluster_id
+        self.metadata.controller_id = self.broker_id
+        self.producer_ids.load()
+        self.logs = LogManager(self.data_dir, self.clock, self.config.topic_defaults())
+        self.logs.load()
+        self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port, limit=1 << 20)
+        sock = self._server.sockets[0].getsockname()
+        self.port = sock[1]
+        self.metadata.set_broker(BrokerEndpoint(self.broker_id, self.config.host, self.port, self.config.rack))
+        for record in self.topic_store.topics.values():
+            self._open_topic(record)
+        self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
+        log.info("broker %d listening on %s:%d (data dir %s)", self.broker_id, self.host, self.port, self.data_dir)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+            await asyncio.gather(self._tick_task, return_exceptions=True)
+        await self.groups.shutdown()
+        for p in self.partitions.values():
+            p.fail_waiters()
+        if self.logs is not None:
+            self.logs.close()
+        log.info("broker %d stopped", self.broker_id)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from odradek.broker.connection import Connection
+
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await Connection(self, reader, writer).serve()
+        finally:
+            self._connections.discard(task)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL_S)
+            try:
+                now = self.clock.now_ms()
+                assert self.logs is not None
+                self.logs.tick(now)
+                await self.groups.tick(now)
+            except Exception:
+                log.exception("broker %d background tick failed", self.broker_id)
+
+    # --- partitions ------------------------------------------------------------------------------------------
+
+    def _open_topic(self, record: TopicRecord) -> None:
+        assert self.logs is not None
+        overrides = record.configs
+        partitions: dict[int, PartitionMeta] = {}
+        for index, replicas in sorted(record.assignment.items()):
+            plog = self.logs.get_or_create(record.name, index, overrides)
+            part = self.partitions.get((record.name, index))
+            if part is None:
+                part = Partition(record.name, index, plog, self.broker_id, self.clock)
+                self.partitions[(record.name, index)] = part
+            epoch = max(part.leader_epoch + 1, plog.latest_epoch + 1 if plog.latest_epoch is not None else 0)
+            part.make_leader(epoch, replicas, [self.broker_id])
+            partitions[index] = PartitionMeta(index, self.broker_id, epoch, list(replicas), [self.broker_id])
+        self.metadata.set_topic(
+            TopicMeta(record.name, record.topic_id, partitions, internal=record.name in INTERNAL_TOPICS)
+        )
+        if record.name == OFFSETS_TOPIC:
+            for index in partitions:
+                self.groups.load_partition(index)
+
+    def partition(self, topic: str, index: int) -> Partition:
+        part = self.partitions.get((topic, index))
+        if part is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        return part
+
+    def leader_partition(self, topic: str, index: int, leader_epoch: int = -1) -> Partition:
+        part = self.partition(topic, index)
+        part.check_leader(leader_epoch)
+        return part
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.metadata.brokers)
+
+    # --- topic administration --------------------------------------------------------------------------------
+
+    def check_new_topic(
+        self, name: str, num_partitions: int, replication_factor: int,
+        assignment: dict[int, list[int]] | None, configs: dict[str, str],
+    ) -> dict[int, list[int]]:
+        """Kafka's CreateTopics validation, in Kafka's order and with its codes; returns the assignment to use."""
+        validate_topic_name(name)
+        if name in self.topic_store.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        for existing in self.topic_store.topics:
+            if collision_key(existing) == collision_key(name):
+                raise KafkaError(
+                    ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {existing}"
+                )
+        validate_overrides(configs)
+        brokers = self.live_broker_ids()
+        if assignment:
+            if num_partitions != -1 or replication_factor != -1:
+                raise KafkaError(
+                    ErrorCode.invalid_request,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
+                )
+            if sorted(assignment) != list(range(len(assignment))):
+                raise KafkaError(ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence")
+            for replicas in assignment.values():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, f"Duplicate replica assignment found: {replicas}")
+                for r in replicas:
+                    if r not in brokers:
+                        raise KafkaError(ErrorCode.invalid_replica_assignment, f"Unknown broker {r} in assignment")
+            return assignment
+        partitions = self.config["num.partitions"] if num_partitions == -1 else num_partitions
+        rf = self.config["default.replication.factor"] if replication_factor == -1 else replication_factor
+        if partitions <= 0:
+            raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if rf <= 0:
+            raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+        if rf > len(brokers):
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
+            )
+        from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
+
+        racks = {b: self.metadata.brokers[b].rack for b in brokers}
+        metas = [BrokerMetadata(b, racks[b] if all(racks.values()) else None) for b in brokers]
+        return {p: list(r) for p, r in assign_replicas_to_brokers(partitions, rf, metas).items()}
+
+    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicRecord:
+        record = TopicRecord(name, uuid.uuid4(), assignment, dict(configs))
+        self.topic_store.topics[name] = record
+        self.topic_store.save()
+        self._open_topic(record)
+        log.info("created topic %s with %d partitions, configs %s", name, len(assignment), configs or "{}")
+        return record
+
+    async def delete_topic(self, name: str) -> None:
+        if not self.config["delete.topic.enable"]:
+            raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
+        record = self.topic_store.topics.pop(name, None)
+        if record is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        self.topic_store.save()
+        self.metadata.remove_topic(name)
+        assert self.logs is not None
+        for index in record.assignment:
+            part = self.partitions.pop((name, index), None)
+            if part is not None:
+                part.fail_waiters()
+            if name == OFFSETS_TOPIC:
+                self.groups.unload_partition(index)
+            self.logs.delete_partition(name, index)
+        log.info("deleted topic %s and its data", name)
+
+    def assign_new_partitions(
+        self, current: int, count: int, rf: int, manual: Any | None
+    ) -> dict[int, list[int]]:
+        brokers = self.live_broker_ids()
+        if manual:
+            if len(manual) != count - current:
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment,
+                    f"Increasing the number of partitions by {count - current} but {len(manual)} assignments provided.",
+                )
+            out: dict[int, list[int]] = {}
+            for i, a in enumerate(manual):
+                replicas = list(a.broker_ids)
+                unknown = [b for b in replicas if b not in brokers]
+                if unknown or len(set(replicas)) != len(replicas) or len(replicas) != rf:
+                    raise KafkaError(ErrorCode.invalid_replica_assignment, f"Invalid assignment {replicas}")
+                out[current + i] = replicas
+            return out
+        if rf > len(brokers):
+            raise KafkaError(
+                ErrorCode.invalid_replication_factor,
+                f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
+            )
+        from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
+
+        racks = {b: self.metadata.brokers[b].rack for b in brokers}
+        metas = [BrokerMetadata(b, racks[b] if all(racks.values()) else None) for b in brokers]
+        placed = assign_replicas_to_brokers(count - current, rf, metas, start_partition_id=current)
+        return {current + i: list(r) for i, r in enumerate(placed[p] for p in sorted(placed))}
+
+    async def add_partitions(self, name: str, new_assignment: dict[int, list[int]]) -> None:
+        record = self.topic_store.topics[name]
+        record.assignment.update(new_assignment)
+        self.topic_store.save()
+        self._open_topic(record)
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        record = self.topic_store.topics[name]
+        record.configs = dict(configs)
+        self.topic_store.save()
+        assert self.logs is not None
+        self.logs.update_config(name, configs)
+
+    async def ensure_offsets_topic(self) -> None:
+        if OFFSETS_TOPIC in self.topic_store.topics:
+            return
+        n = self.config["offsets.topic.num.partitions"]
+        rf = min(self.config["offsets.topic.replication.factor"], len(self.live_broker_ids()))
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+        }
+        from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
+
+        metas = [BrokerMetadata(b) for b in self.live_broker_ids()]
+        assignment = {p: list(r) for p, r in assign_replicas_to_brokers(n, rf, metas).items()}
+        await self.create_topic(OFFSETS_TOPIC, assignment, configs)
+
+    # --- the data path ---------------------------------------------------------------------------------------
+
+    def append_records(self, topic: str, index: int, records: bytes | bytearray | memoryview) -> tuple[Any, Partition]:
+        """Validate and append a Produce request's record set as leader; the caller decides how long to wait."""
+        part = self.leader_partition(topic, index)
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        max_bytes = int(part.log.config.max_message_bytes)
+        headers = validate_produce(buf)
+        for h in headers:
+            if h.size > max_bytes:
+                raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
+        result = part.log.append_as_leader(buf, headers, part.leader_epoch, self.clock.now_ms())
+        part.maybe_advance_hw()
+        return result, part
+
+
+class _OffsetsLog:
+    """The group coordinator's window onto ``__consumer_offsets``: append as leader, wait until committed."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def append(self, partition: int, batch: bytearray) -> None:
+        broker = self.broker
+        part = broker.leader_partition(OFFSETS_TOPIC, partition)
+        headers = [h for _pos, h in iter_batches(batch)]
+        result = part.log.append_as_leader(batch, headers, part.leader_epoch, broker.clock.now_ms())
+        part.maybe_advance_hw()
+        timeout_s = broker.config["offsets.commit.timeout.ms"] / 1000
+        if not await part.wait_for_hw(result.last_offset + 1, timeout_s):
+            raise KafkaError(ErrorCode.request_timed_out, "offset commit was not replicated in time")
+
+    def read(self, partition: int) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        plog = self.broker.partition(OFFSETS_TOPIC, partition).log
+        offset = plog.log_start_offset
+        hw = plog.high_watermark
+        while offset < hw:
+            chunk = plog.read(offset, 1 << 20, max_offset=hw, min_one=True)
+            if not chunk.size:
+                return
+            buf = b"".join(chunk.buffers)
+            for position, header in iter_batches(buf):
+                yield decode_batch(buf, position)
+                offset = header.next_offset

@@ -1,0 +1,124 @@
+"""The ``odradek`` command: run brokers, administer topics, and Kafka's placement tools.
+
+Subcommands read like Kafka's shell tools (``odradek topics --create --topic t --partitions 3`` as
+``kafka-topics.sh``), so operators can carry their habits over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from odradek.broker.config import BrokerConfig
+from odradek.errors import ErrorCode
+
+
+def _parse_overrides(values: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values:
+        if "=" not in item:
+            raise click.BadParameter(f"expected key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@click.group()
+def main() -> None:
+    """odradek: a Kafka-compatible commit-log cluster."""
+
+
+@main.command()
+@click.option("--data-dir", default=".odradek-data", show_default=True, type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=9092, show_default=True, type=int, help="0 picks a free port")
+@click.option("--broker-id", default=0, show_default=True, type=int)
+@click.option("--rack", default=None)
+@click.option("--ready-file", default=None, type=click.Path(path_type=Path))
+@click.option("--override", "overrides", multiple=True, help="broker config as key=value (Kafka names)")
+@click.option("--log-level", default="INFO", show_default=True)
+def up(
+    data_dir: Path, host: str, port: int, broker_id: int, rack: str | None, ready_file: Path | None,
+    overrides: tuple[str, ...], log_level: str,
+) -> None:
+    """Start a broker; print ``bootstrap.servers=HOST:PORT`` once it is ready."""
+    from odradek.standalone import configure_logging, run_broker
+
+    configure_logging(log_level)
+    settings = _parse_overrides(overrides)
+    settings.setdefault("broker.id", str(broker_id))
+    if rack:
+        settings.setdefault("broker.rack", rack)
+    try:
+        config = BrokerConfig.build(host=host, port=port, data_dir=str(data_dir), overrides=settings)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    asyncio.run(run_broker(config, ready_file))
+
+
+def _versioned(conn: Any, api_key: int, highest: int) -> tuple[int, Any]:
+    from kio.index import load_request_schema
+
+    version = conn.version_for(api_key, highest)
+    schema = load_request_schema(api_key, version)
+    return version, sys.modules[schema.__module__]
+
+
+@main.command()
+@click.option("--bootstrap-server", "bootstrap", required=True, envvar="ODRADEK_BOOTSTRAP")
+@click.option("--create", "action", flag_value="create")
+@click.option("--list", "action", flag_value="list")
+@click.option("--describe", "action", flag_value="describe")
+@click.option("--delete", "action", flag_value="delete")
+@click.option("--topic", default=None)
+@click.option("--partitions", default=-1, type=int)
+@click.option("--replication-factor", default=-1, type=int)
+@click.option("--config", "configs", multiple=True, help="topic config as key=value")
+@click.option("--under-replicated-partitions", is_flag=True, help="with --describe: only under-replicated ones")
+@click.option("--unavailable-partitions", is_flag=True, help="with --describe: only partitions without a leader")
+def topics(
+    bootstrap: str, action: str | None, topic: str | None, partitions: int, replication_factor: int,
+    configs: tuple[str, ...], under_replicated_partitions: bool, unavailable_partitions: bool,
+) -> None:
+    """Create, list, describe and delete topics, as kafka-topics.sh does."""
+    from odradek.admin import create_topic, delete_topic, describe_topics, list_topics
+    from odradek.client import KafkaConnection
+
+    if action is None:
+        raise click.UsageError("one of --create, --list, --describe, --delete is required")
+    with KafkaConnection(bootstrap) as conn:
+        if action == "list":
+            for name in list_topics(conn):
+                click.echo(name)
+        elif action == "create":
+            if not topic:
+                raise click.UsageError("--create needs --topic")
+            error, message = create_topic(conn, topic, partitions, replication_factor, _parse_overrides(configs))
+            if error != ErrorCode.none:
+                raise click.ClickException(f"{error.name}: {message or ''}".rstrip(": "))
+            click.echo(f"Created topic {topic}.")
+        elif action == "delete":
+            if not topic:
+                raise click.UsageError("--delete needs --topic")
+            error, message = delete_topic(conn, topic)
+            if error != ErrorCode.none:
+                raise click.ClickException(f"{error.name}: {message or ''}".rstrip(": "))
+            click.echo(f"Deleted topic {topic}.")
+        else:
+            for line in describe_topics(conn, topic, under_replicated_partitions, unavailable_partitions):
+                click.echo(line)
+
+
+def _mount_optional() -> None:
+    try:
+        from odradek.cli_assign import assign
+    except ImportError:
+        return
+    main.add_command(assign)
+
+
+_mount_optional()
