@@ -1,0 +1,98 @@
+"""The leader-epoch cache of KIP-101: which leader epoch began at which offset.
+
+Followers ask the leader for the end offset of their latest epoch and truncate to it, instead of truncating to
+the high watermark (which loses acknowledged data or lets replicas diverge). Semantics follow Kafka's
+LeaderEpochFileCache: assignments are kept monotonic in both epoch and start offset, and ``end_offset_for``
+answers an OffsetsForLeaderEpoch request. """
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+from odradek.broker.log import checkpoint
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+FILE_NAME = "leader-epoch-checkpoint"
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path | None) -> None:
+        """``path`` None keeps the cache in memory only (pure logic tests)."""
+        self._path = path
+        entries = checkpoint.read_epochs(path) if path is not None else []
+        self._epochs: list[int] = [e for e, _ in entries]
+        self._starts: list[int] = [s for _, s in entries]
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts, strict=True))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``, dropping entries that would break
+        monotonicity."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"epoch {epoch} / start offset {start_offset} must be non-negative")
+        if self._epochs and epoch == self._epochs[-1] and start_offset >= self._starts[-1]:
+            return
+        while self._epochs and (self._epochs[-1] >= epoch or self._starts[-1] >= start_offset):
+            self._epochs.pop()
+            self._starts.pop()
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self._flush()
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` as LeaderEpochFileCache.endOffsetFor.
+
+        The latest epoch ends at the LEO; an older one ends where the next higher epoch starts, reported with
+        the largest known epoch <= the requested one; an epoch above every known one, or UNDEFINED, is
+        undefined. """
+        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self._epochs[-1]:
+            return requested_epoch, log_end_offset
+        higher = bisect.bisect_right(self._epochs, requested_epoch)
+        if higher == len(self._epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, self._starts[0]
+        return self._epochs[higher - 1], self._starts[higher]
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """Epoch of the leader that wrote ``offset`` (UNDEFINED before the first entry)."""
+        i = bisect.bisect_right(self._starts, offset)
+        return self._epochs[i - 1] if i else UNDEFINED_EPOCH
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs that start at or after ``end_offset`` (the log was truncated there)."""
+        if end_offset < 0 or not self._starts or self._starts[-1] < end_offset:
+            return
+        keep = bisect.bisect_left(self._starts, end_offset)
+        del self._epochs[keep:], self._starts[keep:]
+        self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: the epoch covering it is moved up to start there."""
+        if not self._starts or self._starts[0] >= start_offset:
+            return
+        covering = bisect.bisect_right(self._starts, start_offset) - 1
+        epoch = self._epochs[covering]
+        del self._epochs[: covering + 1], self._starts[: covering + 1]
+        self._epochs.insert(0, epoch)
+        self._starts.insert(0, start_offset)
+        self._flush()
+
+    def clear(self) -> None:
+        self._epochs.clear()
+        self._starts.clear()
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._path is not None:
+            checkpoint.write_epochs(self._path, self.entries)

@@ -1,0 +1,172 @@
+"""Kafka's sparse segment indexes: ``.index`` (relative offset → file position) and ``.timeindex``.
+
+Entries are kept in memory as two arrays for bisecting (the hot read path never touches the file) and appended
+to the file as Kafka lays them out: ``.index`` entries are 8 bytes (int32 offset - baseOffset, int32
+position), ``.timeindex`` entries 12 bytes (int64 timestamp, int32 offset - baseOffset), big-endian. Kafka
+preallocates and mmaps index files; these are exactly as long as their entries, which Kafka also leaves after
+a clean shutdown. Indexes are derived data: any doubt about one (bad size, non-monotonic entries, pointing
+past the log) and the segment rebuilds it from the log. """
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+class _SparseIndex:
+    entry: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_entries)
+        self.keys = array("q")
+        self.values = array("q")
+        self._fd = -1
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.keys) >= self.max_entries
+
+    def _open(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._fd
+
+    def _pack(self, key: int, value: int) -> bytes:
+        raise NotImplementedError
+
+    def _unpack(self, raw: bytes, pos: int) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _write_entry(self, key: int, value: int) -> None:
+        fd = self._open()
+        os.pwrite(fd, self._pack(key, value), (len(self.keys) - 1) * self.entry.size)
+
+    def ensure_file(self) -> None:
+        self._open()
+
+    def load(self) -> bool:
+        """Read the file; False when it is missing or cannot be trusted (the caller then rebuilds)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return False
+        if len(raw) % self.entry.size:
+            return False
+        keys, values = array("q"), array("q")
+        for pos in range(0, len(raw), self.entry.size):
+            key, value = self._unpack(raw, pos)
+            if (keys and (key < keys[-1] or value < values[-1])) or value < 0:
+                return False
+            keys.append(key)
+            values.append(value)
+        self.keys, self.values = keys, values
+        return True
+
+    def reset(self) -> None:
+        self.keys, self.values = array("q"), array("q")
+        os.ftruncate(self._open(), 0)
+
+    def truncate_entries(self, count: int) -> None:
+        if count >= len(self.keys):
+            return
+        del self.keys[count:], self.values[count:]
+        os.ftruncate(self._open(), count * self.entry.size)
+
+    def flush(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+
+class OffsetIndex(_SparseIndex):
+    """keys: absolute offsets (the last offset of the indexed batch); values: its byte position in the log."""
+
+    entry = _OFFSET_ENTRY
+
+    def _pack(self, key: int, value: int) -> bytes:
+        return _OFFSET_ENTRY.pack(key - self.base_offset, value)
+
+    def _unpack(self, raw: bytes, pos: int) -> tuple[int, int]:
+        rel, position = _OFFSET_ENTRY.unpack_from(raw, pos)
+        return self.base_offset + rel, position
+
+    def append(self, offset: int, position: int) -> None:
+        if self.keys and offset <= self.keys[-1]:
+            return
+        self.keys.append(offset)
+        self.values.append(position)
+        self._write_entry(offset, position)
+
+    def lookup(self, offset: int) -> int:
+        """Position to start scanning for ``offset``: the batch holding it lies at or after this point."""
+        i = bisect.bisect_right(self.keys, offset) - 1
+        return self.values[i] if i >= 0 else 0
+
+    def floor_position(self, position: int) -> int:
+        """Largest indexed batch start <= ``position`` (0 if none): where a header walk towards it can
+        begin."""
+        i = bisect.bisect_right(self.values, position) - 1
+        return self.values[i] if i >= 0 else 0
+
+    def offset_floor_position(self, offset: int) -> int:
+        """Start of an indexed batch wholly below ``offset`` (its last offset < offset), else 0."""
+        i = bisect.bisect_left(self.keys, offset) - 1
+        return self.values[i] if i >= 0 else 0
+
+    def truncate_to_position(self, position: int) -> None:
+        self.truncate_entries(bisect.bisect_left(self.values, position))
+
+    def valid_for(self, log_size: int) -> bool:
+        return not self.values or self.values[-1] < log_size
+
+
+class TimeIndex(_SparseIndex):
+    """keys: the segment's max timestamp so far; values: the absolute offset where it was seen."""
+
+    entry = _TIME_ENTRY
+
+    def _pack(self, key: int, value: int) -> bytes:
+        return _TIME_ENTRY.pack(key, value - self.base_offset)
+
+    def _unpack(self, raw: bytes, pos: int) -> tuple[int, int]:
+        ts, rel = _TIME_ENTRY.unpack_from(raw, pos)
+        return ts, self.base_offset + rel
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Only strictly growing timestamps are indexed, as Kafka's TimeIndex.maybeAppend."""
+        if self.keys and (timestamp <= self.keys[-1] or offset < self.values[-1]):
+            return
+        self.keys.append(timestamp)
+        self.values.append(offset)
+        self._write_entry(timestamp, offset)
+
+    def offset_before(self, timestamp: int) -> int | None:
+        """Offset of the last entry whose timestamp is < ``timestamp``: every batch up to there is older."""
+        i = bisect.bisect_left(self.keys, timestamp) - 1
+        return self.values[i] if i >= 0 else None
+
+    def truncate_to_offset(self, offset: int) -> None:
+        self.truncate_entries(bisect.bisect_left(self.values, offset))
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.keys[-1] if self.keys else -1

@@ -1,0 +1,804 @@
+"""One partition's log: the segments in ``<topic>-<partition>/`` and the state derived from them.
+
+This is the durable heart of the broker. Appends assign offsets by stamping the client's bytes in place and
+write them in one call; reads hand back one contiguous byte range of a segment (found through the offset
+index, bounded by walking batch headers only) so the fetch path never looks inside a batch. Everything else
+here — producer state, the leader-epoch cache, indexes — is derived from the ``.log`` files and rebuilt from
+them when in doubt.
+
+Concurrency: the broker drives a log from its event loop, but the replica manager or a flush may call in from
+a worker thread, so every public method holds the log's lock (uncontended, it costs well under a microsecond).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.broker.log import producer_state
+from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
+from odradek.broker.log.epoch_cache import LeaderEpochCache
+from odradek.broker.log.producer_state import ProducerStateManager
+from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
+from odradek.broker.topic_config import LogConfig
+from odradek.clock import Clock
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.records import (
+    HEADER_SIZE,
+    BatchHeader,
+    decode_batch,
+    read_header,
+    set_log_append_time,
+    stamp,
+)
+
+log = logging.getLogger("odradek.log")
+_Predicate = Callable[[LogSegment], bool]
+
+LIST_LATEST = -1
+LIST_EARLIEST = -2
+LIST_MAX_TIMESTAMP = -3
+PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
+REBUILD_SEGMENTS_WITHOUT_SNAPSHOT = 2
+STRAY_SUFFIXES = (".cleaned", ".deleted", ".tmp")
+SWAP_SUFFIX = ".swap"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches; ``buffers`` are views of bytes the log owns no longer, safe to send after the lock is
+    gone."""
+
+    buffers: list[memoryview]
+    size: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Clock,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+    ) -> None:
+        """Open (or create) the log in ``directory`` and recover it.
+
+        ``recovery_point`` is the offset up to which the data is known to be fsynced (the broker's
+        recovery-point checkpoint); every batch from the segment holding it onwards is CRC-checked. After a
+        clean shutdown only the unindexed tail of each segment is checked, which still catches a file
+        truncated while the broker was down. """
+        self.directory = directory
+        parsed = parse_partition_dir(directory.name)
+        self.topic, self.partition = parsed if parsed else (directory.name, 0)
+        self.name = directory.name
+        self.config = config
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._offline = False
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_flush: list[LogSegment] = []
+        self._roll_jitter: dict[int, int] = {}
+        directory.mkdir(parents=True, exist_ok=True)
+        self._epochs = LeaderEpochCache(directory / EPOCH_FILE)
+        self._producers = ProducerStateManager()
+        self._last_flush_ms = clock.now_ms()
+        with self._disk("open"):
+            self._load(recovery_point, log_start_offset, clean_shutdown)
+        self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
+
+    # --- loading and recovery -------------------------------------------------------------------------------
+
+    def _load(self, recovery_point: int, checkpoint_log_start: int, clean_shutdown: bool) -> None:
+        self._remove_stray_files()
+        self._complete_swaps()
+        bases = sorted(
+            int(p.name[: -len(LOG_SUFFIX)])
+            for p in self.directory.glob(f"*{LOG_SUFFIX}")
+            if p.name[: -len(LOG_SUFFIX)].isdigit()
+        )
+        now = self.clock.now_ms()
+        for base in bases:
+            self._add_segment(self._new_segment(base, now))
+        if not self._segments:
+            self._add_segment(self._new_segment(max(0, checkpoint_log_start), now))
+        recover_from = 0 if recovery_point <= 0 else self._segment_index_for(recovery_point)
+        for i, segment in enumerate(list(self._segments)):
+            needs_recovery = (not clean_shutdown and i >= recover_from) or not segment.load()
+            if needs_recovery:
+                outcome = segment.recover(self._on_recovered_batch)
+                if outcome.dropped_bytes:
+                    log.warning(
+                        "partition %s: segment %s truncated at byte %d, %d bytes dropped (%s)",
+                        self.name, segment.log_path.name, outcome.valid_bytes, outcome.dropped_bytes,
+                        outcome.reason,
+                    )
+                    self._drop_segments_after(segment)
+                    break
+            if i + 1 < len(self._segments) and self._segments[i + 1].base_offset < segment.next_offset:
+                log.warning("partition %s: segment %s overlaps the next one; dropping later segments",
+                            self.name, segment.log_path.name)
+                self._drop_segments_after(segment)
+                break
+        leo = self.log_end_offset
+        self._log_start_offset = min(max(checkpoint_log_start, self._segments[0].base_offset), leo)
+        self._epochs.truncate_from_end(leo)
+        self._epochs.truncate_from_start(self._log_start_offset)
+        for segment in self._segments:
+            if segment.unflushed:
+                segment.flush()
+        self._recovery_point = leo
+        self._rebuild_producer_state()
+
+    def _on_recovered_batch(self, header: BatchHeader) -> None:
+        if header.partition_leader_epoch >= 0 and header.partition_leader_epoch > self._epochs.latest_epoch:
+            self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _remove_stray_files(self) -> None:
+        for path in self.directory.iterdir():
+            if path.name.endswith(STRAY_SUFFIXES):
+                path.unlink(missing_ok=True)
+
+    def _complete_swaps(self) -> None:
+        """Finish a compaction interrupted after its ``.swap`` files were complete (Kafka's rule: the swap
+        replaces every segment whose base offset falls inside its offset range)."""
+        for swap in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+            base = int(swap.name.split(".")[0])
+            segment = LogSegment(self.directory, base, self.config.index_interval_bytes,
+                                 self.config.segment_index_bytes, self.clock.now_ms(), suffix=SWAP_SUFFIX)
+            outcome = segment.recover()
+            end = segment.next_offset
+            segment.close()
+            if outcome.dropped_bytes:
+                log.warning("partition %s: discarding incomplete compaction output %s", self.name, swap.name)
+                for path in segment.paths():
+                    path.unlink(missing_ok=True)
+                continue
+            for old in self.directory.glob(f"*{LOG_SUFFIX}"):
+                stem = old.name[: -len(LOG_SUFFIX)]
+                if stem.isdigit() and base <= int(stem) < max(end, base + 1):
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                        (self.directory / (stem + suffix)).unlink(missing_ok=True)
+            for path in segment.paths():
+                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+
+    def _rebuild_producer_state(self) -> None:
+        """Snapshot at or below the LEO, then the batch headers after it (headers carry all producer
+        state)."""
+        leo = self.log_end_offset
+        loaded = producer_state.load_latest_snapshot(self.directory, leo)
+        if loaded is not None and loaded[1] >= self._segments[0].base_offset:
+            self._producers, start = loaded
+        else:
+            self._producers = ProducerStateManager()
+            first = max(0, len(self._segments) - REBUILD_SEGMENTS_WITHOUT_SNAPSHOT)
+            start = self._segments[first].base_offset
+        for _, header in self._iter_headers_from(start):
+            self._producers.update(header, header.max_timestamp)
+        self._producers.truncate_head(self._log_start_offset)
+
+    def _iter_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchHeader]]:
+        """Headers of every batch holding an offset >= ``offset``."""
+        for segment in self._segments[self._segment_index_for(offset):]:
+            start = 0
+            if segment.base_offset <= offset:
+                found = segment.find_batch(offset)
+                if found is None:
+                    continue
+                start = found[0]
+            for _, header in segment.iter_headers(start):
+                yield segment, header
+
+    # --- segments -------------------------------------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
+        return LogSegment(self.directory, base_offset, self.config.index_interval_bytes,
+                          self.config.segment_index_bytes, now_ms)
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def _drop_segments_after(self, segment: LogSegment) -> None:
+        i = self._segments.index(segment)
+        for later in self._segments[i + 1 :]:
+            log.warning("partition %s: deleting segment %s after the recovered tail",
+                        self.name, later.log_path.name)
+            later.delete_files()
+        del self._segments[i + 1 :], self._bases[i + 1 :]
+
+    def _delete_segment(self, segment: LogSegment) -> None:
+        if segment in self._pending_flush:
+            self._pending_flush.remove(segment)
+        segment.delete_files()
+        i = self._segments.index(segment)
+        del self._segments[i], self._bases[i]
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """A copy of the segment list (tests, compaction and tooling inspect it)."""
+        with self._lock:
+            return list(self._segments)
+
+    def _should_roll(self, size: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll: full by bytes or index, offsets beyond int32 of the base, or older
+        than segment.ms (minus this segment's jitter) measured from its first batch's timestamp."""
+        seg = self._active
+        if seg.size == 0:
+            return False
+        if seg.size + size > self.config.segment_bytes:
+            return True
+        if seg.offset_index.is_full or seg.time_index.is_full:
+            return True
+        if last_offset - seg.base_offset > 2**31 - 1:
+            return True
+        jitter = self._roll_jitter.setdefault(
+            seg.base_offset,
+            random.randrange(self.config.segment_jitter_ms) if self.config.segment_jitter_ms > 0 else 0,
+        )
+        rolling_ts = seg.first_batch_timestamp
+        waited = (max_timestamp - rolling_ts) if rolling_ts is not None and rolling_ts >= 0 \
+            else now_ms - seg.created_ms
+        return waited > self.config.segment_ms - jitter
+
+    def _roll(self, now_ms: int) -> None:
+        """Start a new active segment at the LEO; the old one is fsynced by the next tick (as Kafka does, off
+        the append path) and a producer-state snapshot marks where rebuilding can start."""
+        old = self._active
+        old.on_become_inactive()
+        self._pending_flush.append(old)
+        self._roll_jitter.pop(old.base_offset, None)
+        leo = self.log_end_offset
+        self._add_segment(self._new_segment(leo, now_ms))
+        self._active.offset_index.ensure_file()
+        self._active.time_index.ensure_file()
+        producer_state.write_snapshot(self.directory, self._producers, leo)
+
+    def roll(self) -> None:
+        """Force a roll (tests, and retention that must delete the active segment)."""
+        with self._lock, self._disk("roll"):
+            if self._active.size:
+                self._roll(self.clock.now_ms())
+
+    # --- errors ---------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _disk(self, action: str) -> Iterator[None]:
+        """Any OSError takes the log offline: no further write can land on top of a failed one."""
+        try:
+            yield
+        except OSError as exc:
+            self._offline = True
+            log.error("partition %s: %s failed, log is offline: %s", self.name, action, exc)
+            message = f"{action} failed for {self.name}: {exc}"
+            raise KafkaError(ErrorCode.kafka_storage_error, message) from exc
+
+    def _check_online(self) -> None:
+        if self._offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"log {self.name} is offline after a disk error")
+
+    @property
+    def offline(self) -> bool:
+        return self._offline
+
+    # --- offsets --------------------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs.latest_epoch
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        with self._lock:
+            self._high_watermark = min(max(value, self._log_start_offset), self.log_end_offset)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # --- appends --------------------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: bytearray, headers: list[BatchHeader], leader_epoch: int, now_ms: int
+    ) -> AppendResult:
+        """Assign offsets from the LEO and write; a retried idempotent batch returns its original offsets
+        instead."""
+        with self._lock:
+            self._check_online()
+            self._check_sizes(records, headers)
+            log_append = self.config.log_append_time
+            duplicate = self._producers.find_duplicate(headers)
+            if duplicate is not None:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset,
+                                    duplicate.timestamp if log_append else -1, self._log_start_offset, True)
+            self._producers.validate(headers)
+            if not log_append:
+                self._check_timestamps(headers, now_ms)
+            first_offset = offset = self.log_end_offset
+            stamped: list[tuple[int, BatchHeader]] = []
+            position = 0
+            for header in headers:
+                stamp(records, position, offset, leader_epoch)
+                if log_append:
+                    set_log_append_time(records, position, now_ms)
+                    header = read_header(records, position)
+                else:
+                    header = header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                stamped.append((position, header))
+                position += header.size
+                offset = header.next_offset
+            self._write(records, stamped, now_ms)
+            if leader_epoch >= 0:
+                self._epochs.assign(leader_epoch, first_offset)
+            for _, header in stamped:
+                self._producers.update(header, header.max_timestamp)
+            self._maybe_flush_by_count()
+            append_time = now_ms if log_append else -1
+            return AppendResult(first_offset, offset - 1, append_time, self._log_start_offset)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
+        """Write replicated batches with the leader's offsets (gaps allowed: a compacted leader has them)."""
+        with self._lock:
+            self._check_online()
+            expected = self.log_end_offset
+            stamped: list[tuple[int, BatchHeader]] = []
+            position = 0
+            for header in headers:
+                if header.base_offset < expected:
+                    raise KafkaError(ErrorCode.unknown_server_error,
+                                     f"{self.name}: follower append at offset {header.base_offset} "
+                                     f"below the log end offset {expected}")
+                stamped.append((position, header))
+                position += header.size
+                expected = header.next_offset
+            if position != len(records):
+                raise ValueError("headers do not cover the record bytes")
+            if not stamped:
+                return
+            self._write(records, stamped, self.clock.now_ms())
+            for _, header in stamped:
+                if header.partition_leader_epoch > self._epochs.latest_epoch:
+                    self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+                self._producers.update(header, header.max_timestamp)
+            self._maybe_flush_by_count()
+
+    def _check_sizes(self, records: bytearray, headers: list[BatchHeader]) -> None:
+        total = 0
+        for header in headers:
+            if header.size > self.config.max_message_bytes:
+                raise KafkaError(ErrorCode.message_too_large,
+                                 f"batch of {header.size} bytes exceeds max.message.bytes "
+                                 f"{self.config.max_message_bytes}")
+            total += header.size
+        if total != len(records):
+            raise ValueError("headers do not cover the record bytes")
+        if total > self.config.segment_bytes:
+            raise KafkaError(ErrorCode.record_list_too_large,
+                             f"{total} bytes do not fit in a segment of segment.bytes "
+                             f"{self.config.segment_bytes}")
+
+    def _check_timestamps(self, headers: list[BatchHeader], now_ms: int) -> None:
+        """message.timestamp.{before,after,difference}.max.ms against what the headers show (the broker does
+        not decompress batches, so first and max timestamp stand for the records between them)."""
+        cfg = self.config
+        before = min(cfg.message_timestamp_before_max_ms, cfg.message_timestamp_difference_max_ms)
+        after = min(cfg.message_timestamp_after_max_ms, cfg.message_timestamp_difference_max_ms)
+        for header in headers:
+            for ts in (header.base_timestamp, header.max_timestamp):
+                if ts >= 0 and (now_ms - ts > before or ts - now_ms > after):
+                    raise KafkaError(ErrorCode.invalid_timestamp,
+                                     f"Timestamp {ts} of batch at offset {header.base_offset} is out of "
+                                     "range "
+                                     f"for now {now_ms}")
+
+    def _write(self, records: bytes | bytearray | memoryview, stamped: list[tuple[int, BatchHeader]],
+               now_ms: int) -> None:
+        with self._disk("append"):
+            max_ts = max(h.max_timestamp for _, h in stamped)
+            if self._should_roll(len(records), max_ts, stamped[-1][1].last_offset, now_ms):
+                self._roll(now_ms)
+            self._active.append(records, stamped)
+
+    def _maybe_flush_by_count(self) -> None:
+        if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
+            self._flush()
+
+    # --- flushing -------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything written so far and move the recovery point to the LEO."""
+        with self._lock:
+            self._check_online()
+            self._flush()
+
+    def _flush(self) -> None:
+        with self._disk("flush"):
+            for segment in self._pending_flush:
+                segment.flush()
+            self._pending_flush.clear()
+            if self._active.unflushed:
+                self._active.flush()
+            self._recovery_point = self.log_end_offset
+            self._last_flush_ms = self.clock.now_ms()
+
+    def _flush_rolled(self) -> None:
+        """fsync rolled segments; the recovery point moves to the active segment's base."""
+        if not self._pending_flush:
+            return
+        with self._disk("flush"):
+            for segment in self._pending_flush:
+                segment.flush()
+            self._pending_flush.clear()
+            self._recovery_point = max(self._recovery_point, self._active.base_offset)
+
+    # --- reads ----------------------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but one batch when
+        ``min_one``), none starting at or after ``max_offset`` (the high watermark, for consumers)."""
+        with self._lock:
+            self._check_online()
+            leo = self.log_end_offset
+            if offset < self._log_start_offset or offset > leo:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"offset {offset} is outside [{self._log_start_offset}, {leo}] of {self.name}",
+                )
+            limit = leo if max_offset is None else min(max_offset, leo)
+            with self._disk("read"):
+                buffers, size = self._read_locked(offset, max_bytes, limit, min_one)
+            return ReadResult(buffers, size, self._high_watermark, self._log_start_offset, leo)
+
+    def _read_locked(
+        self, offset: int, max_bytes: int, limit: int, min_one: bool
+    ) -> tuple[list[memoryview], int]:
+        if offset >= limit:
+            return [], 0
+        for segment in self._segments[self._segment_index_for(offset):]:
+            found = segment.find_batch(offset)
+            if found is None:
+                continue  # offset lies past this segment's last batch (compaction removed its tail)
+            position, first = found
+            if first.base_offset >= limit:
+                return [], 0
+            if first.size > max_bytes:
+                if not min_one:
+                    return [], 0
+                data = segment.read(position, first.size)
+                return [memoryview(data)], len(data)
+            want = min(max_bytes, segment.size - position)
+            data = segment.read(position, want)
+            end = _batch_boundary(data, segment, position, limit)
+            return [memoryview(data)[:end]], end
+        return [], 0
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: the first record with a timestamp >= ``timestamp`` as ``(offset, timestamp)``, or
+        None.
+
+        -1 (latest) and -2 (earliest) give the LEO and log start offset with timestamp -1; -3 (KIP-734) the
+        record with the largest timestamp. """
+        with self._lock:
+            self._check_online()
+            if timestamp == LIST_LATEST:
+                return self.log_end_offset, -1
+            if timestamp == LIST_EARLIEST:
+                return self._log_start_offset, -1
+            with self._disk("read"):
+                if timestamp == LIST_MAX_TIMESTAMP:
+                    return self._max_timestamp_offset()
+                return self._offset_for_timestamp(timestamp)
+
+    def _offset_for_timestamp(self, target: int) -> tuple[int, int] | None:
+        for segment in self._segments:
+            if segment.max_timestamp < target or segment.next_offset <= self._log_start_offset:
+                continue
+            before = segment.time_index.offset_before(target)
+            start = segment.offset_index.lookup(before) if before is not None else 0
+            for position, header in segment.iter_headers(start):
+                if header.max_timestamp >= target and header.last_offset >= self._log_start_offset:
+                    return self._first_record_at_or_after(segment, position, header, target)
+        return None
+
+    def _first_record_at_or_after(self, segment: LogSegment, position: int, header: BatchHeader,
+                                  target: int) -> tuple[int, int]:
+        try:
+            _, records = decode_batch(segment.read(position, header.size))
+        except KafkaError:  # a codec we cannot inflate here: the batch's own bounds are the best answer
+            return max(header.base_offset, self._log_start_offset), header.max_timestamp
+        for record in records:
+            if record.offset >= self._log_start_offset and record.timestamp >= target:
+                return record.offset, record.timestamp
+        return max(header.base_offset, self._log_start_offset), header.max_timestamp
+
+    def _max_timestamp_offset(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        for segment in self._segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best[1]):
+                best = (max(segment.offset_of_max_timestamp, self._log_start_offset), segment.max_timestamp)
+        return best
+
+    # --- leader epochs --------------------------------------------------------------------------------------
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        with self._lock, self._disk("leader epoch checkpoint"):
+            self._epochs.assign(epoch, start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: ``(largest epoch <= requested, its end offset)`` or (-1, -1)."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    @property
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        return self._epochs.entries
+
+    # --- truncation and deletion ----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation (after an OffsetsForLeaderEpoch answer): drop every offset >= ``offset``."""
+        with self._lock:
+            self._check_online()
+            if offset >= self.log_end_offset:
+                return
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully(offset)
+                return
+            with self._disk("truncate"):
+                for segment in reversed(self._segments[1:]):
+                    if segment.base_offset > offset:
+                        self._delete_segment(segment)
+                removed = self._active.truncate_to(offset)
+                log.info("partition %s: truncated to offset %d (%d bytes of the active segment)",
+                         self.name, offset, removed)
+                self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (a follower far behind a leader's log start)."""
+        with self._lock:
+            self._check_online()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        with self._disk("truncate"):
+            for segment in list(self._segments):
+                self._delete_segment(segment)
+            self._add_segment(self._new_segment(offset, self.clock.now_ms()))
+            self._active.offset_index.ensure_file()
+            self._active.time_index.ensure_file()
+            self._log_start_offset = offset
+            self._epochs.clear()
+            for _, path in producer_state.list_snapshots(self.directory):
+                path.unlink(missing_ok=True)
+            self._producers = ProducerStateManager()
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self._epochs.truncate_from_end(leo)
+        self._recovery_point = min(self._recovery_point, leo)
+        self._high_watermark = min(max(self._high_watermark, self._log_start_offset), leo)
+        self._rebuild_producer_state()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset (at most to the high watermark); returns the new
+        one."""
+        with self._lock:
+            self._check_online()
+            if offset == -1:
+                offset = self._high_watermark
+            if offset > self._high_watermark or offset < 0:
+                raise KafkaError(
+                    ErrorCode.offset_out_of_range,
+                    f"Cannot increment the log start offset to {offset} of partition {self.name} since it is "
+                    f"larger than the high watermark {self._high_watermark}",
+                )
+            with self._disk("delete records"):
+                self._advance_log_start(offset)
+                self._delete_segments_below_log_start()
+            return self._log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self._epochs.truncate_from_start(offset)
+        self._producers.truncate_head(offset)
+
+    def _delete_segments_below_log_start(self) -> int:
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[1].base_offset <= self._log_start_offset:
+            self._delete_segment(self._segments[0])
+            deleted += 1
+        return deleted
+
+    # --- periodic work --------------------------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+            for segment in self._segments:
+                segment.index_interval_bytes = config.index_interval_bytes
+
+    def tick(self, now_ms: int) -> None:
+        """Flush by flush.ms, fsync rolled segments, apply retention, expire idle producers."""
+        with self._lock:
+            if self._offline:
+                return
+            self._flush_rolled()
+            if now_ms - self._last_flush_ms >= self.config.flush_ms and (
+                self._active.unflushed or self._recovery_point < self.log_end_offset
+            ):
+                self._flush()
+            self.apply_retention(now_ms)
+            self._producers.remove_expired(now_ms, PRODUCER_ID_EXPIRATION_MS)
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments by retention.ms, retention.bytes and the log start offset; returns how many.
+
+        As in Kafka, only segments wholly below the high watermark go, and the active segment only after a
+        roll. Deleted files are unlinked at once rather than after file.delete.delay.ms: reads hand out
+        copies, so no reader can be holding a deleted file's bytes. """
+        with self._lock:
+            self._check_online()
+            with self._disk("retention"):
+                deleted = 0
+                if self.config.delete:
+                    deleted += self._delete_oldest_while(self._breaches_retention_ms(now_ms))
+                    deleted += self._delete_oldest_while(self._breaches_retention_bytes())
+                deleted += self._delete_segments_below_log_start()
+                return deleted
+
+    def _breaches_retention_ms(self, now_ms: int) -> _Predicate:
+        retention = self.config.retention_ms
+
+        def check(segment: LogSegment) -> bool:
+            if retention < 0:
+                return False
+            ts = segment.max_timestamp
+            if ts < 0:
+                ts = int(os.stat(segment.log_path).st_mtime * 1000)
+            return now_ms - ts > retention
+
+        return check
+
+    def _breaches_retention_bytes(self) -> _Predicate:
+        limit = self.config.retention_bytes
+        excess = self.size_in_bytes - limit
+
+        def check(segment: LogSegment) -> bool:
+            nonlocal excess
+            if limit < 0 or excess - segment.size < 0:
+                return False
+            excess -= segment.size
+            return True
+
+        return check
+
+    def _delete_oldest_while(self, predicate: _Predicate) -> int:
+        deleted = 0
+        while self._segments:
+            segment = self._segments[0]
+            is_active = segment is self._active
+            upper = self.log_end_offset if is_active else self._segments[1].base_offset
+            if (is_active and segment.size == 0) or upper > self._high_watermark or not predicate(segment):
+                break
+            if is_active:
+                self._roll(self.clock.now_ms())
+            self._delete_segment(segment)
+            deleted += 1
+            self._advance_log_start(self._segments[0].base_offset)
+        return deleted
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, snapshot producer state at the LEO and release file descriptors."""
+        with self._lock:
+            if not self._offline:
+                self._flush()
+                with self._disk("close"):
+                    producer_state.write_snapshot(self.directory, self._producers, self.log_end_offset)
+            for segment in self._segments:
+                segment.close()
+
+    def delete(self) -> None:
+        """Remove the partition's directory and everything in it (the log must not be used afterwards)."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._offline = True
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    # --- internals exposed to the cleaner -------------------------------------------------------------------
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+
+def _batch_boundary(data: bytes, segment: LogSegment, position: int, limit: int) -> int:
+    """Length of the prefix of ``data`` (read at ``position``) that holds whole batches below offset
+    ``limit``.
+
+    The offset index supplies a batch start near the far end (for the byte bound) and one wholly below
+    ``limit`` (for the offset bound), so only a few headers are walked whatever the read size. """
+    size = len(data)
+    jump = segment.offset_index.floor_position(position + size - HEADER_SIZE)
+    if limit < segment.next_offset:
+        jump = min(jump, segment.offset_index.offset_floor_position(limit))
+    rel = max(0, jump - position)
+    end = rel
+    while rel + HEADER_SIZE <= size:
+        header = read_header(data, rel)
+        if header.base_offset >= limit or rel + header.size > size:
+            break
+        rel += header.size
+        end = rel
+    return end
+
+

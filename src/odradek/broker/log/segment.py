@@ -1,0 +1,288 @@
+"""One log segment: a ``.log`` file of RecordBatches plus its offset and time indexes.
+
+The data file is byte-for-byte what Kafka writes, so offsets, CRCs and the client's compressed payloads are
+stored as received. The segment keeps its own end position (``size``) rather than trusting the file length:
+anything past ``size`` is a torn write that recovery will cut off, never data to serve. """
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.broker.log.index import OffsetIndex, TimeIndex
+from odradek.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptBatchError,
+    iter_batches,
+    read_header,
+)
+
+READ_CHUNK = 1 << 20
+FIND_CHUNK = 32 << 10  # locating one batch from an index entry rarely walks more than index.interval.bytes
+MAX_TAIL_CRC_BYTES = 64 << 20  # a clean open still CRC-checks the unindexed tail when it is at most this big
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryOutcome:
+    valid_bytes: int
+    dropped_bytes: int
+    reason: str | None
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, index_max_bytes: int,
+                 created_ms: int, suffix: str = "") -> None:
+        """Open (creating if absent) the segment; call :meth:`load` or :meth:`recover` before use."""
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + suffix)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.offset_index = OffsetIndex(
+            directory / (file_name(base_offset, INDEX_SUFFIX) + suffix), base_offset, index_max_bytes // 8
+        )
+        self.time_index = TimeIndex(
+            directory / (file_name(base_offset, TIMEINDEX_SUFFIX) + suffix),
+            base_offset,
+            index_max_bytes // 12,
+        )
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp: int | None = None
+        self.created_ms = created_ms
+        self._bytes_since_index = 0
+        self.unflushed = False
+
+    # --- state rebuilt from the file ------------------------------------------------------------------------
+
+    def _reset_state(self) -> None:
+        self.size = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+
+    def _track(self, position: int, header: BatchHeader) -> None:
+        """Bookkeeping for a batch now at ``position``: max timestamp and (every index.interval.bytes)
+        indexes."""
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+        self.next_offset = header.next_offset
+
+    def load(self) -> bool:
+        """Trust the indexes (a segment before the recovery point) and learn the end by walking headers after
+        the last indexed batch. False when the indexes or the tail do not add up; the caller then recovers."""
+        file_size = os.fstat(self.fd).st_size
+        if not (self.offset_index.load() and self.time_index.load()):
+            return False
+        if not self.offset_index.valid_for(file_size) and file_size:
+            return False
+        self._reset_state()
+        start = self.offset_index.values[-1] if len(self.offset_index) else 0
+        if len(self.time_index):
+            self.max_timestamp = self.time_index.last_timestamp
+            self.offset_of_max_timestamp = self.time_index.values[-1]
+        try:
+            for position, header in self.iter_headers(start, file_size):
+                self._track(position, header)
+            if file_size - start <= MAX_TAIL_CRC_BYTES:
+                for _ in iter_batches(os.pread(self.fd, file_size - start, start)):
+                    pass
+        except CorruptBatchError:
+            return False
+        if len(self.time_index) and self.time_index.values[-1] >= self.next_offset:
+            return False
+        self.size = file_size
+        if file_size and self.first_batch_timestamp is not None and start:
+            first = next(self.iter_headers(0, file_size))[1]
+            self.first_batch_timestamp = first.max_timestamp
+        return True
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> RecoveryOutcome:
+        """Validate every batch (structure and CRC-32C), rebuild both indexes, cut the file at the first bad
+        batch."""
+        file_size = os.fstat(self.fd).st_size
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._reset_state()
+        position = 0
+        reason: str | None = None
+        buf = b""
+        buf_start = 0
+        while position < file_size:
+            rel = position - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(READ_CHUNK, file_size - position), position)
+                buf_start, rel = position, 0
+            if len(buf) - rel < HEADER_SIZE:
+                reason = f"truncated batch header: {file_size - position} bytes"
+                break
+            size = read_header(buf, rel).size
+            if size > len(buf) - rel and position + size <= file_size and size >= HEADER_SIZE:
+                buf = os.pread(self.fd, max(size, min(READ_CHUNK, file_size - position)), position)
+                buf_start, rel = position, 0
+            try:
+                end = min(len(buf), rel + max(size, HEADER_SIZE))
+                _, header = next(iter_batches(buf, start=rel, end=end))
+            except CorruptBatchError as exc:
+                reason = str(exc).rsplit(" (at byte", 1)[0]
+                break
+            if header.base_offset < self.next_offset or header.last_offset_delta < 0:
+                reason = f"offset {header.base_offset} goes backwards (expected >= {self.next_offset})"
+                break
+            self._track(position, header)
+            if on_batch is not None:
+                on_batch(header)
+            position += size
+        self.size = position
+        dropped = file_size - position
+        if dropped:
+            os.ftruncate(self.fd, position)
+        return RecoveryOutcome(position, dropped, reason)
+
+    # --- writes ---------------------------------------------------------------------------------------------
+
+    def append(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Write stamped batches (``batches`` = their positions within ``buf`` and headers) at the end."""
+        view = memoryview(buf)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], self.size + written)
+        base = self.size
+        for rel, header in batches:
+            self._track(base + rel, header)
+        self.size += len(view)
+        self.unflushed = True
+
+    def on_become_inactive(self) -> None:
+        """A rolled segment's time index ends with its true maximum, so retention and lookups need no scan."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.unflushed = False
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after it (Kafka's LogSegment.truncateTo); returns
+        bytes removed. Followers truncate at batch boundaries, where this removes exactly the offsets >=
+        ``offset``."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(offset)
+        # Re-derive end-state from what remains: a walk from the last index entry is enough.
+        self.size = position
+        self._reset_state()
+        self.size = 0
+        start = self.offset_index.values[-1] if len(self.offset_index) else 0
+        if len(self.time_index):
+            self.max_timestamp = self.time_index.last_timestamp
+            self.offset_of_max_timestamp = self.time_index.values[-1]
+        for pos, hdr in self.iter_headers(start, position):
+            self._track(pos, hdr)
+        if position:
+            self.first_batch_timestamp = next(self.iter_headers(0, position))[1].max_timestamp
+        self.size = position
+        self.unflushed = True
+        return removed
+
+    # --- reads ----------------------------------------------------------------------------------------------
+
+    def iter_headers(self, start: int = 0, end: int | None = None, chunk: int = READ_CHUNK
+                     ) -> Iterator[tuple[int, BatchHeader]]:
+        """Walk batch headers only (no CRC), reading the file ``chunk`` bytes at a time."""
+        end = self.size if end is None else end
+        position = start
+        buf = b""
+        buf_start = position
+        while position < end:
+            rel = position - buf_start
+            if rel < 0 or rel + HEADER_SIZE > len(buf):
+                buf = os.pread(self.fd, min(chunk, end - position), position)
+                buf_start, rel = position, 0
+                if len(buf) < HEADER_SIZE:
+                    raise CorruptBatchError(f"truncated batch header: {end - position} bytes", position)
+            header = read_header(buf, rel)
+            if header.batch_length < MIN_BATCH_LENGTH or header.magic != 2 or position + header.size > end:
+                raise CorruptBatchError("malformed or truncated batch", position)
+            yield position, header
+            position += header.size
+
+    def find_batch(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
+        """First batch (position, header) whose last offset is >= ``offset``, via the index then a header
+        walk."""
+        start = max(start, self.offset_index.lookup(offset))
+        for position, header in self.iter_headers(start, chunk=FIND_CHUNK):
+            if header.last_offset >= offset:
+                return position, header
+        return None
+
+    def read(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def paths(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def rename_suffix(self, old: str, new: str) -> None:
+        """Move all three files from ``...<old>`` to ``...<new>`` (e.g. ``.swap`` → ``""``)."""
+        self.offset_index.ensure_file()
+        self.time_index.ensure_file()
+        for path, setter in (
+            (self.log_path, self._set_log_path),
+            (self.offset_index.path, self.offset_index.rename),
+            (self.time_index.path, self.time_index.rename),
+        ):
+            name = path.name
+            stem = name[: len(name) - len(old)] if old else name
+            target = path.with_name(stem + new)
+            if setter is self._set_log_path:
+                os.replace(path, target)
+            setter(target)
+
+    def _set_log_path(self, path: Path) -> None:
+        self.log_path = path
+
+    def delete_files(self) -> None:
+        self.close()
+        for path in self.paths():
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
