@@ -378,6 +378,8 @@ class BrokerRegistration:
                 endpoints = tuple(Endpoint.parse(js.string("endpoints", e)) for e in raw)
             except ValueError as exc:
                 raise js.fail(str(exc)) from None
+        if not protocol_map:  # before the map existed, listener names were security protocol names
+            protocol_map = {e.listener: e.listener for e in endpoints}
         features: dict[str, dict[str, int]] = {}
         for name, ranges in js.obj_of("features", required=False).items():
             features[name] = {k: js.integer("features", v) for k, v in js.obj_of("features", ranges).items()}

@@ -1,0 +1,240 @@
+"""Support for the coordination tests: a real ZooKeeper process, a watch recorder, a cuttable TCP link."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from odradek.coordination import WatchedEvent
+
+ZK_JAR = Path("/usr/share/java/zookeeper.jar")
+ZK_CONF_DIR = Path("/etc/zookeeper/conf")
+START_DEADLINE_S = 60.0
+
+
+# ------------------------------------------------------------------------------------------- ZooKeeper
+
+
+def unique_chroot() -> str:
+    return f"/odradek-test-{uuid.uuid4().hex[:12]}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def four_letter(port: int, word: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+        s.sendall(word)
+        chunks = []
+        while chunk := s.recv(4096):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+class ZooKeeperServer:
+    """One standalone ZooKeeper; ``hosts`` is its connect string."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> ZooKeeperServer:
+        java = shutil.which("java")
+        if java is None or not ZK_JAR.exists():
+            raise RuntimeError("ZooKeeper tests need Debian's zookeeper package and a JRE (make sysdeps)")
+        for _attempt in range(3):  # the free port can be taken between probe and bind; try another
+            self.port = free_port()
+            data = self.base / f"data-{self.port}"
+            data.mkdir(parents=True)
+            cfg = self.base / f"zoo-{self.port}.cfg"
+            cfg.write_text(
+                "\n".join(
+                    [
+                        "tickTime=500",
+                        f"dataDir={data}",
+                        f"clientPort={self.port}",
+                        "clientPortAddress=127.0.0.1",
+                        "minSessionTimeout=1000",
+                        "maxSessionTimeout=60000",
+                        "maxClientCnxns=0",
+                        "admin.enableServer=false",
+                        "4lw.commands.whitelist=ruok,srvr",
+                        "forceSync=no",
+                        "",
+                    ]
+                )
+            )
+            log = open(self.base / f"zookeeper-{self.port}.log", "wb")  # noqa: SIM115 - the child owns it
+            self.proc = subprocess.Popen(
+                [
+                    java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                    "-Dzookeeper.jmx.log4j.disable=true",
+                    "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}",
+                    "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
+                ],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            log.close()
+            if self._wait_ready():
+                return self
+            self.stop()
+        raise RuntimeError(f"ZooKeeper did not start; see logs in {self.base}")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + START_DEADLINE_S
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                return False
+            with contextlib.suppress(OSError):
+                if four_letter(self.port, b"ruok") == b"imok":
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+
+# ------------------------------------------------------------------------------------------- helpers
+
+
+class Recorder:
+    """A watch callback that remembers what fired, on which thread, and lets a test await it."""
+
+    def __init__(self) -> None:
+        self.events: list[WatchedEvent] = []
+        self.threads: set[int] = set()
+        self._changed: asyncio.Event | None = None
+
+    def __call__(self, event: WatchedEvent) -> None:
+        self.events.append(event)
+        self.threads.add(threading.get_ident())
+        if self._changed is not None:
+            self._changed.set()
+
+    async def wait(self, count: int = 1, timeout: float = 20.0) -> list[WatchedEvent]:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(self.events) < count:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise AssertionError(f"expected {count} events, got {self.events}")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)
+        return self.events
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> None:
+    """Poll a condition on the loop with a deadline (for state that arrives from another thread)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await asyncio.sleep(0.02)
+
+
+# ------------------------------------------------------------------------------------------- a cuttable link
+
+
+class CuttableProxy:
+    """A loopback TCP proxy to ZooKeeper whose link a test can cut and restore, faking a partition."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = int(self._listener.getsockname()[1])
+        self._cut = threading.Event()
+        self._closed = False
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._accepting = threading.Thread(target=self._accept_loop, name="proxy-accept", daemon=True)
+        self._accepting.start()
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _accept_loop(self) -> None:
+        for _ in itertools.count():
+            try:
+                client, _addr = self._listener.accept()
+            except OSError:
+                return
+            if self._cut.is_set() or self._closed:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._sockets.update((client, upstream))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            self._drop(src)
+            self._drop(dst)
+
+    def _drop(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.discard(sock)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+
+    def cut(self) -> None:
+        """Drop every live connection and refuse new ones until :meth:`restore`."""
+        self._cut.set()
+        with self._lock:
+            live = list(self._sockets)
+        for sock in live:
+            self._drop(sock)
+
+    def restore(self) -> None:
+        self._cut.clear()
+
+    def close(self) -> None:
+        self._closed = True
+        self.cut()
+        self._listener.close()
