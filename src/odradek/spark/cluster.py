@@ -1,0 +1,94 @@
+"""Cluster look-ups through confluent-kafka's AdminClient: partitions, leaders, offsets, offsets by time.
+
+These calls are few per micro-batch and happen on the driver (and on executors only when a leader moved
+or data vanished), so librdkafka's speed and robustness matter more here than anything a hand-written
+client could add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from odradek.spark.options import Subscription, TopicPartition
+
+Address = tuple[str, int]
+
+
+class Cluster:
+    """A lazily connected admin handle; not picklable on purpose, build one where it is used."""
+
+    def __init__(self, config: Mapping[str, str], *, timeout_s: float = 30.0) -> None:
+        self._config = dict(config)
+        self._timeout = timeout_s
+        self._admin: Any = None
+
+    @property
+    def admin(self) -> Any:
+        if self._admin is None:
+            self._admin = AdminClient(self._config)
+        return self._admin
+
+    def partitions(self, subscription: Subscription) -> dict[TopicPartition, Address | None]:
+        """The partitions the subscription covers right now, with each one's leader address."""
+        metadata = self.admin.list_topics(timeout=self._timeout)
+        brokers = {b.id: (b.host, b.port) for b in metadata.brokers.values()}
+        out: dict[TopicPartition, Address | None] = {}
+        wanted_assign = set(subscription.assign)
+        for name, topic in metadata.topics.items():
+            if topic.error is not None or not subscription.matches(name):
+                continue
+            if subscription.pattern is not None and name.startswith("__"):
+                continue  # internal topics are never matched by a pattern, as in Kafka's consumer
+            for pid, part in topic.partitions.items():
+                if wanted_assign and (name, pid) not in wanted_assign:
+                    continue
+                out[(name, pid)] = brokers.get(part.leader)
+        return out
+
+    def leader(self, tp: TopicPartition) -> Address | None:
+        """Where to fetch ``tp`` from now; None while the partition has no leader (or does not exist)."""
+        metadata = self.admin.list_topics(topic=tp[0], timeout=self._timeout)
+        topic = metadata.topics.get(tp[0])
+        if topic is None or topic.error is not None or tp[1] not in topic.partitions:
+            return None
+        broker = metadata.brokers.get(topic.partitions[tp[1]].leader)
+        return (broker.host, broker.port) if broker is not None else None
+
+    def _list(self, specs: Mapping[TopicPartition, Any]) -> dict[TopicPartition, int]:
+        if not specs:
+            return {}
+        request = {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()}
+        futures = self.admin.list_offsets(request, request_timeout=self._timeout)
+        return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
+
+    def earliest(self, partitions: list[TopicPartition] | set[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._list({tp: OffsetSpec.earliest() for tp in partitions})
+
+    def latest(self, partitions: list[TopicPartition] | set[TopicPartition]) -> dict[TopicPartition, int]:
+        """High watermarks: reads stop here, never at uncommitted (unreplicated) records."""
+        return self._list({tp: OffsetSpec.latest() for tp in partitions})
+
+    def offsets_for_times(self, wanted: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """First offset whose timestamp is >= the given one, -1 where there is none."""
+        return self._list({tp: OffsetSpec.for_timestamp(ts) for tp, ts in wanted.items()})
+
+    def ensure_topic(self, topic: str, partitions: int = 1) -> None:
+        """Create a topic if it is missing, replicated as widely as the cluster allows (up to 3)."""
+        metadata = self.admin.list_topics(timeout=self._timeout)
+        existing = metadata.topics.get(topic)
+        if existing is not None and existing.error is None:
+            return
+        replication = max(1, min(3, len(metadata.brokers)))
+        futures = self.admin.create_topics(
+            [NewTopic(topic, partitions, replication)], request_timeout=self._timeout
+        )
+        for future in futures.values():
+            try:
+                future.result()
+            except Exception as exc:  # a concurrent creator won the race: that is fine
+                if "TOPIC_ALREADY_EXISTS" not in str(exc) and "already exists" not in str(exc):
+                    raise
