@@ -1,0 +1,67 @@
+"""DescribeGroups (key 15), versions 0-6: state, protocol and members of groups.
+
+Member metadata and assignments are included only while the group is Stable, as Kafka does. An unknown group
+is reported as Dead with no members and no error up to v5; v6 answers GROUP_ID_NOT_FOUND for it (KIP-1043).
+With
+``include_authorized_operations`` (v3+) the answer lists READ, DESCRIBE and DELETE, all a group supports:
+odradek has no authorizer, so everything is allowed.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit, nested
+from odradek.errors import ErrorCode
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # AclOperation READ, DELETE, DESCRIBE
+_OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    group_cls = nested(ctx, "DescribedGroup")
+    member_cls = nested(ctx, "DescribedGroupMember")
+    operations = (
+        _GROUP_OPERATIONS
+        if getattr(request, "include_authorized_operations", False)
+        else _OPERATIONS_NOT_REQUESTED
+    )
+    described = []
+    for group_id in request.groups:
+        error, summary = ctx.broker.groups.describe_group(group_id)
+        message = None
+        if summary is None:
+            state, protocol_type, protocol, members = "Dead", "", "", ()
+            if ctx.api_version >= 6:
+                error, message = ErrorCode.group_id_not_found, f"group {group_id} not found"
+        else:
+            state, protocol_type, protocol = summary.state, summary.protocol_type, summary.protocol
+            members = tuple(
+                member_cls(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    member_metadata=m.metadata,
+                    member_assignment=m.assignment,
+                )
+                for m in summary.members
+            )
+        described.append(
+            group_cls(
+                error_code=error,
+                error_message=message,
+                group_id=group_id,
+                group_state=state,
+                protocol_type=protocol_type,
+                protocol_data=protocol,
+                members=members,
+                authorized_operations=operations,
+            )
+        )
+    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(described))

@@ -1,0 +1,26 @@
+"""Heartbeat (key 12), versions 0-4: keeps a member's session alive and tells it when to rejoin.
+
+REBALANCE_IN_PROGRESS while the group prepares a rebalance, ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID for a
+member that missed one, FENCED_INSTANCE_ID for a replaced static member (v3+ carry group.instance.id).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit
+
+API_KEY = 12
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error = ctx.broker.groups.heartbeat(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+    )
+    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), error_code=error)

@@ -1,0 +1,58 @@
+"""JoinGroup (key 11), versions 0-9: the first half of a classic-protocol rebalance.
+
+The answer waits until the group's rebalance completes (initial delay, every member rejoined, or the rebalance
+timeout), as in Kafka. v0 has no rebalance timeout, so the session timeout serves as one. From v4 a member
+without an id first gets MEMBER_ID_REQUIRED with its id (KIP-394). v5 adds group.instance.id (static
+membership), v7 the protocol type in the answer, v9 skip_assignment for a static leader that rejoins a stable
+group (KIP-814).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit, nested
+
+API_KEY = 11
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+_MS = datetime.timedelta(milliseconds=1)
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.api_version
+    session_timeout_ms = request.session_timeout // _MS
+    rebalance_timeout_ms = request.rebalance_timeout // _MS if version >= 1 else session_timeout_ms
+    result = await ctx.broker.groups.join_group(
+        request.group_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        require_known_member_id=version >= 4,
+        client_id=ctx.client_id or "",
+        client_host=ctx.client_host,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        session_timeout_ms=session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, p.metadata) for p in request.protocols],
+        supports_skip_assignment=version >= 9,
+    )
+    member = nested(ctx, "JoinGroupResponseMember")
+    # Before v7 the protocol name is not nullable: Kafka sends "" when there is none.
+    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+    return fit(
+        ctx.response_class,
+        throttle_time=datetime.timedelta(0),
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=tuple(
+            member(member_id=mid, group_instance_id=instance_id, metadata=metadata)
+            for mid, instance_id, metadata in result.members
+        ),
+    )

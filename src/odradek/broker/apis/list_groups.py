@@ -1,0 +1,35 @@
+"""ListGroups (key 16), versions 0-5: the groups this broker coordinates.
+
+Only groups of loaded ``__consumer_offsets`` partitions are listed (admin clients ask every broker and merge);
+while a partition is still loading the error is COORDINATOR_LOAD_IN_PROGRESS with what is known so far. v4
+adds a state filter (case-insensitive), v5 a type filter: every group here is of type "classic".
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit, nested
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    error, groups = ctx.broker.groups.list_groups(
+        getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+    )
+    listed = nested(ctx, "ListedGroup")
+    return fit(
+        ctx.response_class,
+        throttle_time=datetime.timedelta(0),
+        error_code=error,
+        groups=tuple(
+            listed(
+                group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic"
+            )
+            for g in groups
+        ),
+    )

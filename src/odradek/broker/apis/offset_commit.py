@@ -1,0 +1,68 @@
+"""OffsetCommit (key 8), versions 2-9: store a group's consumed positions in ``__consumer_offsets``.
+
+A commit from a group member is checked against the group's generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+REBALANCE_IN_PROGRESS while awaiting sync); generation -1 on an Empty or unknown group is a standalone
+consumer using Kafka only for storage. The answer comes once the offsets are committed in
+``__consumer_offsets``. Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata over
+``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE. v2-v4's retention_time is ignored (Kafka 2.1+
+ignores it too for new commits; offsets expire by ``offsets.retention.minutes``). v6 adds the leader epoch, v7
+group.instance.id. v10 (topic ids) is not served: the broker's metadata is looked up by topic name.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.group.coordinator import OffsetCommit
+from odradek.errors import ErrorCode
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    metadata = ctx.broker.metadata
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    commits: dict[tuple[str, int], OffsetCommit] = {}
+    for topic in request.topics:
+        count = metadata.partition_count(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if count is None or not 0 <= p.partition_index < count:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                commits[tp] = OffsetCommit(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
+                )
+    if commits:
+        errors.update(
+            await ctx.broker.groups.commit_offsets(
+                request.group_id,
+                request.member_id,
+                getattr(request, "group_instance_id", None),
+                request.generation_id_or_member_epoch,
+                commits,
+            )
+        )
+    topic_cls = nested(ctx, "OffsetCommitResponseTopic")
+    partition_cls = nested(ctx, "OffsetCommitResponsePartition")
+    return fit(
+        ctx.response_class,
+        throttle_time=datetime.timedelta(0),
+        topics=tuple(
+            topic_cls(
+                name=topic.name,
+                partitions=tuple(
+                    partition_cls(
+                        partition_index=p.partition_index,
+                        error_code=errors[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        ),
+    )

@@ -1,0 +1,91 @@
+"""OffsetFetch (key 9), versions 1-9: read a group's committed offsets.
+
+Offsets are returned whatever the group's state (a standalone consumer has no membership). A partition with no
+commit gets offset -1 and empty metadata with no error; ``topics`` null (v2+) means every partition the group
+committed. v1 reports a group-level failure on each partition, v2+ in the top-level error code; v8+ fetch
+several groups in one request, each answered on its own. ``require_stable`` (v7+) needs no waiting here:
+odradek has no transactional offset commits that could be pending. v10 (topic ids) is not served.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.group.schema import OffsetValue
+from odradek.errors import ErrorCode
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+_GroupAnswer = tuple[ErrorCode, list[tuple[str, list[tuple[int, OffsetValue | None, ErrorCode]]]]]
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.api_version >= 8:
+        group_cls = nested(ctx, "OffsetFetchResponseGroup")
+        groups = []
+        for g in request.groups:
+            error, topics = _fetch(ctx, g.group_id, g.topics)
+            groups.append(
+                group_cls(
+                    group_id=g.group_id,
+                    error_code=error,
+                    topics=_topics(ctx, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", topics),
+                )
+            )
+        return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(groups))
+    error, topics = _fetch(ctx, request.group_id, request.topics)
+    if ctx.api_version < 2 and error is not ErrorCode.none:
+        topics = [(name, [(p, None, error) for p, _, _ in parts]) for name, parts in topics]
+    return fit(
+        ctx.response_class,
+        throttle_time=datetime.timedelta(0),
+        error_code=error,
+        topics=_topics(ctx, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", topics),
+    )
+
+
+def _fetch(ctx: RequestContext, group_id: str, requested: Any) -> _GroupAnswer:
+    """Ask the coordinator; keep the request's topic order, or the committed order when all were asked for."""
+    wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
+    error, offsets = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[tuple[int, OffsetValue | None, ErrorCode]]] = {}
+    if requested is None:
+        if error is ErrorCode.none:
+            for (topic, partition), value in sorted(offsets.items()):
+                by_topic.setdefault(topic, []).append((partition, value, ErrorCode.none))
+    else:
+        for t in requested:
+            parts = by_topic.setdefault(t.name, [])
+            parts += [(p, offsets.get((t.name, p)), ErrorCode.none) for p in t.partition_indexes]
+    return error, list(by_topic.items())
+
+
+def _topics(
+    ctx: RequestContext,
+    topic_name: str,
+    partition_name: str,
+    topics: list[tuple[str, list[tuple[int, OffsetValue | None, ErrorCode]]]],
+) -> tuple[Any, ...]:
+    topic_cls = nested(ctx, topic_name)
+    partition_cls: Callable[..., Any] = nested(ctx, partition_name)
+    return tuple(
+        topic_cls(
+            name=name,
+            partitions=tuple(
+                partition_cls(
+                    partition_index=p,
+                    committed_offset=value.offset if value is not None else -1,
+                    committed_leader_epoch=value.leader_epoch if value is not None else -1,
+                    metadata=value.metadata if value is not None else "",
+                    error_code=error,
+                )
+                for p, value, error in parts
+            ),
+        )
+        for name, parts in topics
+    )

@@ -1,0 +1,37 @@
+"""SyncGroup (key 14), versions 0-5: the second half of a rebalance, carrying the leader's assignment.
+
+The leader's request stores the assignment in ``__consumer_offsets``; every member's answer (the leader's too)
+waits until that write is committed, then carries that member's assignment. v3 adds group.instance.id; v5 the
+protocol type and name, which must match the group's (else INCONSISTENT_GROUP_PROTOCOL).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    result = await ctx.broker.groups.sync_group(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+        assignments={a.member_id: a.assignment for a in request.assignments},
+    )
+    return fit(
+        ctx.response_class,
+        throttle_time=datetime.timedelta(0),
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )

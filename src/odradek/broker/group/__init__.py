@@ -1,0 +1,34 @@
+"""Consumer groups (classic protocol): the coordinator, its state machine and its ``__consumer_offsets``
+records."""
+
+from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig
+from odradek.broker.group.coordinator import (
+    GroupCoordinator,
+    GroupOverview,
+    GroupSummary,
+    JoinResult,
+    MemberSummary,
+    OffsetCommit,
+    SyncResult,
+)
+from odradek.broker.group.metadata import Group, GroupState, Member
+from odradek.broker.group.offsets_log import OffsetsLog
+from odradek.broker.group.schema import java_string_hashcode, partition_for
+
+__all__ = [
+    "OFFSETS_TOPIC",
+    "Group",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupOverview",
+    "GroupState",
+    "GroupSummary",
+    "JoinResult",
+    "Member",
+    "MemberSummary",
+    "OffsetCommit",
+    "OffsetsLog",
+    "SyncResult",
+    "java_string_hashcode",
+    "partition_for",
+]

@@ -1,0 +1,1328 @@
+"""The classic group coordinator: Kafka's join/sync protocol, heartbeats and committed offsets.
+
+It follows Kafka 3.x's GroupCoordinator closely because real clients depend on its exact answers: which error
+a stale generation gets, when a rebalance completes, who leads, when a member is expired. The differences are
+in mechanics only:
+
+* One asyncio event loop, no locks. A JoinGroup or SyncGroup that must wait returns a future the coordinator
+  resolves when the rebalance moves on (Kafka's purgatory callbacks).
+* Time comes from an injected :class:`~odradek.clock.Clock`. Deadlines (initial delayed join, rebalance
+  timeout, session timeouts, pending members, pending syncs, the offsets-retention sweep) sit in one heap that
+  :meth:`tick` fires; in the broker a background task calls it when the next deadline comes, and tests call it
+  after moving a ManualClock.
+* Persistence goes through :class:`~odradek.broker.group.offsets_log.OffsetsLog`: SyncGroup's assignment, an
+  emptied group, committed offsets and tombstones are appended as RecordBatches to the group's partition of
+  ``__consumer_offsets`` and acknowledged only once committed; :meth:`load_partition` rebuilds groups from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.broker.group.config import GroupConfig
+from odradek.broker.group.metadata import Group, GroupState, Member, Protocols
+from odradek.broker.group.offsets_log import OffsetsLog
+from odradek.broker.group.schema import (
+    GroupKey,
+    GroupValue,
+    OffsetKey,
+    OffsetValue,
+    SchemaError,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_value,
+    encode_key,
+    encode_offset_value,
+    partition_for,
+)
+from odradek.clock import Clock
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.records import encode_batch
+
+log = logging.getLogger(__name__)
+
+NO_GENERATION = -1
+UNKNOWN_MEMBER_ID = ""
+LOAD_YIELD_EVERY = 64
+"""Batches read between yields to the event loop while loading a partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    error: ErrorCode
+    member_id: str
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+    """(member_id, group_instance_id, metadata) for the leader; empty for everyone else."""
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberSummary, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOverview:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass(eq=False, slots=True)
+class _DelayedJoin:
+    """The pending completion of a PreparingRebalance: Kafka's DelayedJoin, or InitialDelayedJoin when
+    ``initial``."""
+
+    initial: bool
+    delay_ms: int
+    remaining_ms: int
+
+
+TopicPartition = tuple[str, int]
+
+_GROUP_STORE_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+"""How a failed append of group metadata reaches the client (Kafka's GroupMetadataManager.storeGroup)."""
+
+_OFFSET_STORE_ERRORS: dict[ErrorCode, ErrorCode] = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+}
+"""How a failed append of committed offsets reaches the client (Kafka's GroupMetadataManager.storeOffsets)."""
+
+
+def _join_error(member_id: str, error: ErrorCode) -> JoinResult:
+    return JoinResult(error=error, member_id=member_id)
+
+
+def _resolve(waiter: Any, value: Any) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(value)
+
+
+class GroupCoordinator:
+    """Every classic group whose ``__consumer_offsets`` partition this broker has loaded.
+
+    ``autostart_timers``: start a background task on the running loop that calls :meth:`tick` at each deadline
+    (the broker's default). Unit tests pass False and call :meth:`tick` themselves after advancing a
+    ManualClock.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        clock: Clock,
+        offsets_log: OffsetsLog,
+        config: GroupConfig | None = None,
+        *,
+        autostart_timers: bool = True,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config or GroupConfig()
+        self._clock = clock
+        self._log = offsets_log
+        self._groups: dict[str, Group] = {}
+        self._owned: set[int] = set()
+        self._loading: set[int] = set()
+        self._load_epoch: Counter[int] = Counter()
+        self._rebalance: dict[Group, _DelayedJoin] = {}
+        self._sync_timer: dict[Group, object] = {}
+        self._pending_commits: Counter[Group] = Counter()
+        self._timers: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._autostart = autostart_timers
+        self._timer_task: asyncio.Task[None] | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._sleep_until: int | None = None
+        self._closed = False
+        self._sweep_scheduled = False
+
+    # --- ownership -
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def owns(self, partition: int) -> bool:
+        return partition in self._owned
+
+    def is_loading(self, partition: int) -> bool:
+        return partition in self._loading
+
+    @property
+    def owned_partitions(self) -> frozenset[int]:
+        return frozenset(self._owned)
+
+    async def load_partition(self, partition: int) -> None:
+        """Become coordinator for ``partition``: replay its records into groups and offsets, then serve them.
+
+        Until it finishes, requests for its groups get COORDINATOR_LOAD_IN_PROGRESS. An
+        :meth:`unload_partition` that arrives meanwhile wins: the half-read state is dropped.
+        """
+        if partition in self._owned or partition in self._loading:
+            return
+        self._loading.add(partition)
+        epoch = self._load_epoch[partition]
+        group_values: dict[str, GroupValue | None] = {}
+        offsets: dict[str, dict[TopicPartition, OffsetValue]] = defaultdict(dict)
+        try:
+            for n, (header, records) in enumerate(self._log.read(partition), 1):
+                if not header.is_control:
+                    for record in records:
+                        self._replay(record.key, record.value, group_values, offsets)
+                if n % LOAD_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+                    if self._load_epoch[partition] != epoch:
+                        return
+        except BaseException:
+            if self._load_epoch[partition] == epoch:
+                self._loading.discard(partition)
+            raise
+        if self._load_epoch[partition] != epoch:
+            return
+        now = self._clock.monotonic_ms()
+        loaded = 0
+        for group_id in {*group_values, *offsets}:
+            value = group_values.get(group_id)
+            group_offsets = offsets.get(group_id, {})
+            if value is None and not group_offsets:
+                continue
+            group = Group.from_value(group_id, value) if value is not None else Group(group_id)
+            group.offsets = dict(group_offsets)
+            self._groups[group_id] = group
+            loaded += 1
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
+            if len(group) > self.config.max_size:
+                self._prepare_rebalance(group, "freshly loaded group is over group.max.size")
+        self._loading.discard(partition)
+        self._owned.add(partition)
+        self._ensure_sweep()
+        log.info("loaded %d groups from __consumer_offsets-%d", loaded, partition)
+
+    @staticmethod
+    def _replay(
+        key: bytes | None,
+        value: bytes | None,
+        group_values: dict[str, GroupValue | None],
+        offsets: dict[str, dict[TopicPartition, OffsetValue]],
+    ) -> None:
+        if key is None:
+            return
+        try:
+            decoded = decode_key(key)
+            if isinstance(decoded, OffsetKey):
+                tp = (decoded.topic, decoded.partition)
+                if value is None:
+                    offsets[decoded.group].pop(tp, None)
+                else:
+                    offsets[decoded.group][tp] = decode_offset_value(value)
+            else:
+                group_values[decoded.group] = None if value is None else decode_group_value(value)
+        except (SchemaError, UnicodeDecodeError) as exc:
+            log.warning("skipping unreadable __consumer_offsets record: %s", exc)
+
+    def unload_partition(self, partition: int) -> None:
+        """Stop coordinating ``partition`` (leadership moved): waiting members are told NOT_COORDINATOR."""
+        self._load_epoch[partition] += 1
+        self._loading.discard(partition)
+        self._owned.discard(partition)
+        for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
+            group = self._groups.pop(group_id)
+            self._on_group_unloaded(group)
+
+    def _on_group_unloaded(self, group: Group) -> None:
+        for member in group.members.values():
+            _resolve(member.join_waiter, _join_error(member.member_id, ErrorCode.not_coordinator))
+            _resolve(member.sync_waiter, SyncResult(ErrorCode.not_coordinator))
+            member.join_waiter = member.sync_waiter = None
+        self._rebalance.pop(group, None)
+        self._sync_timer.pop(group, None)
+
+    def _check(self, group_id: str | None, *, allow_empty: bool = False) -> ErrorCode | None:
+        """Kafka's validateGroupStatus: a usable id, this broker coordinating it, and its partition loaded."""
+        if group_id is None or (not group_id and not allow_empty):
+            return ErrorCode.invalid_group_id
+        if self._closed:
+            return ErrorCode.coordinator_not_available
+        partition = self.partition_for(group_id)
+        if partition in self._loading:
+            return ErrorCode.coordinator_load_in_progress
+        if partition not in self._owned:
+            return ErrorCode.not_coordinator
+        return None
+
+    # --- JoinGroup -
+
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        *,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        supports_skip_assignment: bool = False,
+    ) -> JoinResult:
+        """Answer a JoinGroup once the rebalance it joins completes (or at once with an error)."""
+        error = self._check(group_id)
+        if error is not None:
+            return _join_error(member_id, error)
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+            return _join_error(member_id, ErrorCode.invalid_session_timeout)
+        protocols = [(name, bytes(metadata)) for name, metadata in protocols]
+        unknown = member_id == UNKNOWN_MEMBER_ID
+        group = self._groups.get(group_id)
+        if group is None:
+            if not unknown:
+                return _join_error(member_id, ErrorCode.unknown_member_id)
+            group = self._groups[group_id] = Group(group_id)
+        waiter: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        over_capacity = len(group) > self.config.max_size
+        existing = group.members.get(member_id)
+        if (over_capacity and existing is not None and not existing.is_awaiting_join) or (
+            unknown and len(group) >= self.config.max_size
+        ):
+            if existing is not None:
+                self._remove_member_and_update_group(group, existing, "group is over group.max.size")
+            _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.group_max_size_reached))
+        elif unknown:
+            self._join_unknown_member(
+                group,
+                group_instance_id,
+                require_known_member_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                supports_skip_assignment,
+                waiter,
+            )
+        else:
+            self._join_known_member(
+                group,
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                waiter,
+            )
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        self.tick()
+        return await asyncio.shield(waiter)
+
+    def _join_unknown_member(
+        self,
+        group: Group,
+        instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        supports_skip_assignment: bool,
+        waiter: asyncio.Future[JoinResult],
+    ) -> None:
+        if group.state is GroupState.DEAD:
+            _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.coordinator_not_available))
+            return
+        if not group.supports_protocols(protocol_type, protocols):
+            _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.inconsistent_group_protocol))
+            return
+        new_member_id = Group.generate_member_id(client_id, instance_id)
+        old_member_id = group.static_member_id(instance_id)
+        if instance_id is not None and old_member_id is not None:
+            self._rejoin_static_member(
+                group,
+                instance_id,
+                old_member_id,
+                new_member_id,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocols,
+                supports_skip_assignment,
+                waiter,
+            )
+        elif require_known_member_id and instance_id is None:
+            # KIP-394: hand out the id first, so a client that times out retries with it instead of adding a
+            # ghost.
+            group.pending_members.add(new_member_id)
+            self._schedule_pending_member_expiry(group, new_member_id, session_timeout_ms)
+            _resolve(waiter, _join_error(new_member_id, ErrorCode.member_id_required))
+        else:
+            self._add_member_and_rebalance(
+                group,
+                new_member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                waiter,
+            )
+
+    def _join_known_member(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        waiter: asyncio.Future[JoinResult],
+    ) -> None:
+        if group.state is GroupState.DEAD:
+            _resolve(waiter, _join_error(member_id, ErrorCode.coordinator_not_available))
+        elif not group.supports_protocols(protocol_type, protocols):
+            _resolve(waiter, _join_error(member_id, ErrorCode.inconsistent_group_protocol))
+        elif member_id in group.pending_members:
+            self._add_member_and_rebalance(
+                group,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                waiter,
+            )
+        elif group.is_static_member_fenced(member_id, instance_id):
+            _resolve(waiter, _join_error(member_id, ErrorCode.fenced_instance_id))
+        elif not group.has(member_id) or (
+            instance_id is not None and group.static_member_id(instance_id) is None
+        ):
+            _resolve(waiter, _join_error(member_id, ErrorCode.unknown_member_id))
+        else:
+            member = group.members[member_id]
+            state = group.state
+            if state is GroupState.PREPARING_REBALANCE:
+                self._update_member_and_rebalance(
+                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter
+                )
+            elif state is GroupState.COMPLETING_REBALANCE:
+                if member.matches(protocols):
+                    # A retry of a JoinGroup whose answer was lost: repeat this generation's answer.
+                    _resolve(waiter, self._join_result(group, member))
+                else:
+                    self._update_member_and_rebalance(
+                        group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter
+                    )
+            elif state is GroupState.STABLE:
+                if group.is_leader(member_id) or not member.matches(protocols):
+                    # The leader rejoining is how a consumer asks for a rebalance (e.g. new topics matched).
+                    self._update_member_and_rebalance(
+                        group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter
+                    )
+                else:
+                    _resolve(waiter, self._join_result(group, member, include_members=False))
+            else:
+                _resolve(waiter, _join_error(member_id, ErrorCode.unknown_member_id))
+
+    def _rejoin_static_member(
+        self,
+        group: Group,
+        instance_id: str,
+        old_member_id: str,
+        new_member_id: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocols: Protocols,
+        supports_skip_assignment: bool,
+        waiter: asyncio.Future[JoinResult],
+    ) -> None:
+        """A static member came back without its member id: it takes its old place, fencing the old id."""
+        member = group.members[old_member_id]
+        _resolve(member.join_waiter, _join_error(old_member_id, ErrorCode.fenced_instance_id))
+        _resolve(member.sync_waiter, SyncResult(ErrorCode.fenced_instance_id))
+        member.join_waiter = member.sync_waiter = None
+        old_protocols = list(member.protocols)
+        old_timeouts = (member.rebalance_timeout_ms, member.session_timeout_ms)
+        current_leader = group.leader_id or ""
+        was_leader = group.is_leader(old_member_id)
+        group.replace_static_member(instance_id, old_member_id, new_member_id)
+        self._schedule_heartbeat(group, member, session_timeout_ms)
+        self._update_member(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+        log.info(
+            "static member %s of group %s rejoined as %s (was %s)",
+            instance_id,
+            group.group_id,
+            new_member_id,
+            old_member_id,
+        )
+        if group.state is GroupState.STABLE:
+            if group.select_protocol() != group.protocol_name:
+                self._maybe_prepare_rebalance(group, f"static member {instance_id} changed its protocols")
+                return
+            generation = group.generation_id
+            assignment = {m.member_id: m.assignment for m in group.members.values()}
+
+            def stored(error: ErrorCode) -> None:
+                if (
+                    self._groups.get(group.group_id) is not group
+                    or group.members.get(new_member_id) is not member
+                ):
+                    _resolve(member.join_waiter, _join_error(new_member_id, ErrorCode.unknown_member_id))
+                    member.join_waiter = None
+                    return
+                if error is not ErrorCode.none:
+                    # Nothing durable changed: restore the old id so the old instance is not fenced for
+                    # nothing.
+                    member.join_waiter = None
+                    group.replace_static_member(instance_id, new_member_id, old_member_id)
+                    self._update_member(group, member, old_protocols, *old_timeouts, None)
+                    _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, error))
+                    return
+                skip = supports_skip_assignment and was_leader
+                result = JoinResult(
+                    error=ErrorCode.none,
+                    member_id=new_member_id,
+                    generation_id=generation,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                    leader_id=new_member_id if skip else current_leader,
+                    members=tuple(group.current_member_metadata()) if skip else (),
+                    skip_assignment=skip,
+                )
+                self._invoke_join(member, result)
+
+            self._store_group(group, assignment, stored)
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            # The leader may already be assigning to the old id; only a new generation gets this one assigned.
+            self._prepare_rebalance(group, f"static member {instance_id} rejoined while awaiting sync")
+        # PreparingRebalance: the member now simply awaits the join like everyone else.
+
+    def _add_member_and_rebalance(
+        self,
+        group: Group,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        waiter: asyncio.Future[JoinResult],
+    ) -> None:
+        member = Member(
+            member_id=member_id,
+            group_instance_id=instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            session_timeout_ms=session_timeout_ms,
+            protocol_type=protocol_type,
+            protocols=[(name, bytes(metadata)) for name, metadata in protocols],
+            is_new=True,
+            join_waiter=waiter,
+        )
+        if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        # A new member cannot heartbeat until its join completes; expire it only if that takes far too long.
+        self._schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+
+    def _update_member(
+        self,
+        group: Group,
+        member: Member,
+        protocols: Protocols,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        waiter: asyncio.Future[JoinResult] | None,
+    ) -> None:
+        group.update_protocols(member, protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if member.join_waiter is not None and member.join_waiter is not waiter:
+            # A second JoinGroup from the same member supersedes the first; the first one learns to retry.
+            _resolve(member.join_waiter, _join_error(member.member_id, ErrorCode.rebalance_in_progress))
+        member.join_waiter = waiter
+
+    def _update_member_and_rebalance(
+        self,
+        group: Group,
+        member: Member,
+        protocols: Protocols,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        waiter: asyncio.Future[JoinResult],
+    ) -> None:
+        self._update_member(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+
+    def _join_result(self, group: Group, member: Member, *, include_members: bool = True) -> JoinResult:
+        leader = group.is_leader(member.member_id)
+        return JoinResult(
+            error=ErrorCode.none,
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader_id=group.leader_id or "",
+            members=tuple(group.current_member_metadata()) if leader and include_members else (),
+        )
+
+    def _invoke_join(self, member: Member, result: JoinResult) -> None:
+        waiter, member.join_waiter = member.join_waiter, None
+        _resolve(waiter, result)
+
+    # --- rebalance mechanics --------------------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            self._propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
+        initial = group.state is GroupState.EMPTY
+        group.pending_sync.clear()
+        self._sync_timer.pop(group, None)
+        group.transition_to(GroupState.PREPARING_REBALANCE, self._clock.now_ms())
+        log.info(
+            "preparing to rebalance group %s with old generation %d (%s)",
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
+        if initial:
+            delay = self.config.initial_rebalance_delay_ms
+            self._schedule_join(
+                group, _DelayedJoin(True, delay, max(group.rebalance_timeout_ms() - delay, 0))
+            )
+        else:
+            self._schedule_join(group, _DelayedJoin(False, group.rebalance_timeout_ms(), 0))
+            self._try_complete_join(group)
+
+    def _schedule_join(self, group: Group, delayed: _DelayedJoin) -> None:
+        self._rebalance[group] = delayed
+        self._schedule(
+            self._clock.monotonic_ms() + delayed.delay_ms, lambda: self._on_join_deadline(group, delayed)
+        )
+
+    def _on_join_deadline(self, group: Group, delayed: _DelayedJoin) -> None:
+        if self._rebalance.get(group) is not delayed or self._groups.get(group.group_id) is not group:
+            return
+        if delayed.initial and group.new_member_added and delayed.remaining_ms != 0:
+            # InitialDelayedJoin: members are still arriving, so wait once more (within the rebalance
+            # timeout).
+            group.new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, delayed.remaining_ms)
+            self._schedule_join(
+                group, _DelayedJoin(True, delay, max(delayed.remaining_ms - delayed.delay_ms, 0))
+            )
+        else:
+            self._complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        delayed = self._rebalance.get(group)
+        if (
+            delayed is not None
+            and not delayed.initial
+            and group.state is GroupState.PREPARING_REBALANCE
+            and group.has_all_members_joined()
+        ):
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        """Kafka's onCompleteJoin: drop dynamic members that did not rejoin, then start the next
+        generation."""
+        self._rebalance.pop(group, None)
+        group.new_member_added = False
+        for member in group.not_yet_rejoined():
+            if not member.is_static:
+                log.info(
+                    "removing member %s of group %s: it did not rejoin in time",
+                    member.member_id,
+                    group.group_id,
+                )
+                _resolve(member.sync_waiter, SyncResult(ErrorCode.unknown_member_id))
+                member.sync_waiter = None
+                group.remove(member.member_id)
+        if group.state is GroupState.DEAD:
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that did not rejoin are left: wait for them (or their session expiry).
+            self._schedule_join(group, _DelayedJoin(False, group.rebalance_timeout_ms(), 0))
+            return
+        group.init_next_generation(self._clock.now_ms())
+        if group.state is GroupState.EMPTY:
+            log.info("group %s with generation %d is now empty", group.group_id, group.generation_id)
+
+            def stored(error: ErrorCode) -> None:
+                if error is not ErrorCode.none:
+                    log.warning("failed to write empty metadata for group %s: %s", group.group_id, error.name)
+
+            self._store_group(group, {}, stored)
+            return
+        log.info(
+            "stabilized group %s generation %d with %d members (protocol %s)",
+            group.group_id,
+            group.generation_id,
+            len(group),
+            group.protocol_name,
+        )
+        for member in group.members.values():
+            self._invoke_join(member, self._join_result(group, member))
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            member.is_new = False
+        group.pending_sync = set(group.members)
+        token = object()
+        self._sync_timer[group] = token
+        self._schedule(
+            self._clock.monotonic_ms() + group.rebalance_timeout_ms(),
+            lambda: self._on_pending_sync_deadline(group, token),
+        )
+
+    def _on_pending_sync_deadline(self, group: Group, token: object) -> None:
+        """Members that never sent SyncGroup for this generation are removed, which starts a new rebalance."""
+        if self._sync_timer.get(group) is not token or self._groups.get(group.group_id) is not group:
+            return
+        del self._sync_timer[group]
+        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE) or not group.pending_sync:
+            return
+        missing = sorted(group.pending_sync)
+        log.info(
+            "group %s: removing members that did not send SyncGroup in time: %s", group.group_id, missing
+        )
+        for member_id in missing:
+            member = group.members.get(member_id)
+            if member is not None:
+                _resolve(member.join_waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.unknown_member_id))
+                member.join_waiter = None
+                group.remove(member_id)
+        self._maybe_prepare_rebalance(group, "members did not send SyncGroup in time")
+
+    def _remove_member_and_update_group(self, group: Group, member: Member, reason: str) -> None:
+        log.info("removing member %s from group %s: %s", member.member_id, group.group_id, reason)
+        _resolve(member.join_waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.unknown_member_id))
+        _resolve(member.sync_waiter, SyncResult(ErrorCode.unknown_member_id))
+        member.join_waiter = member.sync_waiter = None
+        group.remove(member.member_id)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+
+    def _propagate_assignment_error(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: Group, error: ErrorCode) -> None:
+        for member in group.members.values():
+            waiter, member.sync_waiter = member.sync_waiter, None
+            if waiter is not None:
+                _resolve(
+                    waiter, SyncResult(error, member.assignment, group.protocol_type, group.protocol_name)
+                )
+                # The session clock restarts once the member has its answer.
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
+    # --- heartbeats and expiry -
+
+    def _schedule_heartbeat(
+        self, group: Group, member: Member, timeout_ms: int, now: int | None = None
+    ) -> None:
+        deadline = (self._clock.monotonic_ms() if now is None else now) + timeout_ms
+        member.heartbeat_deadline = deadline
+        self._schedule(deadline, lambda: self._on_heartbeat_deadline(group, member, deadline))
+
+    def _on_heartbeat_deadline(self, group: Group, member: Member, deadline: int) -> None:
+        if (
+            self._groups.get(group.group_id) is not group
+            or group.members.get(member.member_id) is not member
+            or member.heartbeat_deadline != deadline
+        ):
+            return
+        if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
+            return  # members inside a rebalance are bounded by the rebalance timeout, not the session timeout
+        self._remove_member_and_update_group(group, member, "session timeout expired")
+
+    def _schedule_pending_member_expiry(self, group: Group, member_id: str, timeout_ms: int) -> None:
+        def expire() -> None:
+            if self._groups.get(group.group_id) is group and member_id in group.pending_members:
+                log.info("pending member %s of group %s expired", member_id, group.group_id)
+                group.pending_members.discard(member_id)
+                if group.state is GroupState.PREPARING_REBALANCE:
+                    self._try_complete_join(group)
+
+        self._schedule(self._clock.monotonic_ms() + timeout_ms, expire)
+
+    # --- SyncGroup, Heartbeat, LeaveGroup -------------------------------------------------------------------
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        *,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: Mapping[str, bytes] | None = None,
+    ) -> SyncResult:
+        """Answer a SyncGroup once the leader's assignment is stored (or at once)."""
+        error = self._check(group_id)
+        if error is ErrorCode.coordinator_load_in_progress:
+            # The rebalance state was lost with the old coordinator; rejoining is the way forward.
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        if error is not None:
+            return SyncResult(error)
+        group = self._groups.get(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.unknown_member_id)
+        if group.state is GroupState.DEAD:
+            return SyncResult(ErrorCode.coordinator_not_available)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return SyncResult(ErrorCode.fenced_instance_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return SyncResult(ErrorCode.unknown_member_id)
+        if generation_id != group.generation_id:
+            return SyncResult(ErrorCode.illegal_generation)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        if group.state is GroupState.EMPTY:
+            return SyncResult(ErrorCode.unknown_member_id)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        group.pending_sync.discard(member_id)
+        if group.state is GroupState.STABLE:
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            return SyncResult(ErrorCode.none, member.assignment, group.protocol_type, group.protocol_name)
+
+        waiter: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        if member.sync_waiter is not None:
+            _resolve(member.sync_waiter, SyncResult(ErrorCode.rebalance_in_progress))
+        member.sync_waiter = waiter
+        if group.is_leader(member_id):
+            log.info(
+                "assignment received from leader %s of group %s generation %d",
+                member_id,
+                group_id,
+                generation_id,
+            )
+            assignment = {mid: bytes((assignments or {}).get(mid, b"")) for mid in group.members}
+            generation = group.generation_id
+
+            def stored(store_error: ErrorCode) -> None:
+                if (
+                    self._groups.get(group_id) is not group
+                    or group.state is not GroupState.COMPLETING_REBALANCE
+                    or group.generation_id != generation
+                ):
+                    return
+                if store_error is not ErrorCode.none:
+                    self._propagate_assignment_error(group, store_error)
+                    self._maybe_prepare_rebalance(group, "storing the group assignment failed")
+                else:
+                    for mid, m in group.members.items():
+                        m.assignment = assignment.get(mid, b"")
+                    self._propagate_assignment(group, ErrorCode.none)
+                    group.transition_to(GroupState.STABLE, self._clock.now_ms())
+
+            self._store_group(group, assignment, stored)
+        return await asyncio.shield(waiter)
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        error = self._check(group_id)
+        if error is ErrorCode.coordinator_load_in_progress:
+            return (
+                ErrorCode.none
+            )  # Kafka answers blindly while loading; the member learns more on its next call
+        if error is not None:
+            return error
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        if group.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.fenced_instance_id
+        member = group.members.get(member_id)
+        if member is None:
+            return ErrorCode.unknown_member_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        if group.state is GroupState.EMPTY:
+            return ErrorCode.unknown_member_id
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave_group(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Remove members (by member id, or by group.instance.id for static members); one error per member."""
+        error = self._check(group_id)
+        if error is not None:
+            return error, []
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, [ErrorCode.unknown_member_id for _ in members]
+        if group.state is GroupState.DEAD:
+            return ErrorCode.coordinator_not_available, []
+        results: list[ErrorCode] = []
+        for member_id, instance_id in members:
+            if member_id != UNKNOWN_MEMBER_ID and group.is_static_member_fenced(member_id, instance_id):
+                results.append(ErrorCode.fenced_instance_id)
+            elif member_id in group.pending_members:
+                group.pending_members.discard(member_id)
+                if group.state is GroupState.PREPARING_REBALANCE:
+                    self._try_complete_join(group)
+                results.append(ErrorCode.none)
+            else:
+                target = group.static_member_id(instance_id) or member_id
+                member = group.members.get(target)
+                if member is None:
+                    results.append(ErrorCode.unknown_member_id)
+                else:
+                    self._remove_member_and_update_group(group, member, "LeaveGroup")
+                    results.append(ErrorCode.none)
+        self.tick()
+        return ErrorCode.none, results
+
+    # --- offsets -
+
+    async def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetCommit],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Store offsets for a group member (generation checked) or a standalone consumer (generation < 0)."""
+
+        def all_(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(offsets, code)
+
+        error = self._check(group_id, allow_empty=True)
+        if error is not None:
+            return all_(error)
+        group = self._groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return all_(ErrorCode.illegal_generation)
+            group = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+        if group.state is GroupState.DEAD:
+            return all_(ErrorCode.coordinator_not_available)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return all_(ErrorCode.fenced_instance_id)
+        if not (generation_id < 0 and group.state is GroupState.EMPTY):
+            member = group.members.get(member_id)
+            if member is None:
+                return all_(ErrorCode.unknown_member_id)
+            if generation_id != group.generation_id:
+                return all_(ErrorCode.illegal_generation)
+            if group.state is GroupState.COMPLETING_REBALANCE:
+                return all_(ErrorCode.rebalance_in_progress)
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        return await self._store_offsets(group, offsets)
+
+    async def _store_offsets(
+        self, group: Group, offsets: Mapping[TopicPartition, OffsetCommit]
+    ) -> dict[TopicPartition, ErrorCode]:
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        now = self._clock.now_ms()
+        for tp, commit in offsets.items():
+            metadata = commit.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                accepted[tp] = OffsetValue(commit.offset, commit.leader_epoch, metadata, now)
+        if not accepted:
+            return results
+        records = [
+            (encode_key(OffsetKey(group.group_id, topic, partition)), encode_offset_value(value))
+            for (topic, partition), value in accepted.items()
+        ]
+        self._pending_commits[group] += 1
+        try:
+            code = await self._append(self.partition_for(group.group_id), records)
+        finally:
+            self._pending_commits[group] -= 1
+            if not self._pending_commits[group]:
+                del self._pending_commits[group]
+        if code is ErrorCode.none and self._groups.get(group.group_id) is group:
+            group.offsets.update(accepted)
+        else:
+            code = _OFFSET_STORE_ERRORS.get(code, code)
+        results.update(dict.fromkeys(accepted, code))
+        return results
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetValue | None]]:
+        """Committed offsets of ``partitions`` (None: every partition the group has committed); None = none
+        yet."""
+        error = self._check(group_id, allow_empty=True)
+        if error is not None:
+            return error, {}
+        group = self._groups.get(group_id)
+        stored = group.offsets if group is not None and group.state is not GroupState.DEAD else {}
+        if partitions is None:
+            return ErrorCode.none, dict(stored)
+        return ErrorCode.none, {tp: stored.get(tp) for tp in partitions}
+
+    async def remove_offsets_for_topics(self, topics: Iterable[str]) -> int:
+        """Forget offsets of deleted topics (DeleteTopics calls this), writing tombstones; returns how
+        many."""
+        wanted = set(topics)
+        removed = 0
+        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        for group in list(self._groups.values()):
+            gone = [tp for tp in group.offsets if tp[0] in wanted]
+            for tp in gone:
+                del group.offsets[tp]
+                tombstones[self.partition_for(group.group_id)].append(
+                    (encode_key(OffsetKey(group.group_id, *tp)), None)
+                )
+            removed += len(gone)
+            self._drop_if_dead_empty(group, tombstones)
+        await self._append_all(tombstones, "tombstones for offsets of deleted topics")
+        return removed
+
+    # --- listing, describing, deleting -
+
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> tuple[ErrorCode, list[GroupOverview]]:
+        if self._closed:
+            return ErrorCode.coordinator_not_available, []
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and "classic" not in wanted_types:
+            return ErrorCode.none, []
+        error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
+        return error, [
+            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._groups.values()
+            if g.state is not GroupState.DEAD
+            and (not wanted_states or g.state.value.lower() in wanted_states)
+        ]
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
+        """``(error, summary)``; summary None means the group is unknown here (Kafka reports it as Dead)."""
+        error = self._check(group_id, allow_empty=True)
+        if error is not None:
+            return error, GroupSummary("", "", "")
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.none, None
+        if group.state is GroupState.STABLE:
+            protocol = group.protocol_name or ""
+            members = tuple(
+                MemberSummary(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.metadata_for(protocol),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            )
+        else:
+            protocol = ""
+            members = tuple(
+                MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
+                for m in group.members.values()
+            )
+        return ErrorCode.none, GroupSummary(group.state.value, group.protocol_type or "", protocol, members)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        """Delete Empty groups and their offsets (tombstones); groups with members get NON_EMPTY_GROUP."""
+        results: dict[str, ErrorCode] = {}
+        doomed: dict[int, list[Group]] = defaultdict(list)
+        for group_id in group_ids:
+            error = self._check(group_id, allow_empty=True)
+            if error is not None:
+                results[group_id] = error
+                continue
+            group = self._groups.get(group_id)
+            if group is None or group.state is GroupState.DEAD:
+                results[group_id] = ErrorCode.group_id_not_found
+            elif group.state is GroupState.EMPTY:
+                # Dead while the tombstones are written: joins and commits meanwhile get
+                # COORDINATOR_NOT_AVAILABLE.
+                group.transition_to(GroupState.DEAD, self._clock.now_ms())
+                doomed[self.partition_for(group_id)].append(group)
+            else:
+                results[group_id] = ErrorCode.non_empty_group
+        for partition, groups in doomed.items():
+            records: list[tuple[bytes, bytes | None]] = []
+            for group in groups:
+                records += [(encode_key(OffsetKey(group.group_id, *tp)), None) for tp in group.offsets]
+                records.append((encode_key(GroupKey(group.group_id)), None))
+            code = await self._append(partition, records)
+            for group in groups:
+                if code is ErrorCode.none:
+                    if self._groups.get(group.group_id) is group:
+                        del self._groups[group.group_id]
+                    results[group.group_id] = ErrorCode.none
+                    log.info("deleted group %s with %d offsets", group.group_id, len(group.offsets))
+                else:
+                    group.state = GroupState.EMPTY  # undo: nothing was deleted
+                    results[group.group_id] = _GROUP_STORE_ERRORS.get(code, code)
+        return results
+
+    # --- offsets retention ----------------------------------------------------------------------------------
+
+    def _ensure_sweep(self) -> None:
+        if not self._sweep_scheduled:
+            self._sweep_scheduled = True
+            self._schedule(
+                self._clock.monotonic_ms() + self.config.offsets_retention_check_interval_ms, self._sweep
+            )
+
+    def _sweep(self) -> None:
+        self._sweep_scheduled = False
+        if self._closed:
+            return
+        removed = self.expire_offsets()
+        if removed:
+            log.info("expired %d committed offsets", removed)
+        self._ensure_sweep()
+
+    def expire_offsets(self) -> int:
+        """Drop offsets past ``offsets.retention.minutes`` (KIP-211 rules) and groups left with nothing.
+
+        An Empty consumer group's offsets expire a retention period after the group became Empty; a standalone
+        committer's (no protocol type) a retention period after each commit. Groups with members keep theirs.
+        The tombstones are appended in the background; the in-memory view changes at once, as in Kafka.
+        """
+        now = self._clock.now_ms()
+        retention = self.config.offsets_retention_ms
+        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        removed = 0
+        for group in list(self._groups.values()):
+            if group in self._pending_commits or group.state is not GroupState.EMPTY:
+                continue
+            expired = []
+            for tp, value in group.offsets.items():
+                if value.expire_timestamp is not None:
+                    if now >= value.expire_timestamp:
+                        expired.append(tp)
+                    continue
+                base = (
+                    group.state_timestamp
+                    if group.protocol_type and group.state_timestamp is not None
+                    else value.commit_timestamp
+                )
+                if now - base >= retention:
+                    expired.append(tp)
+            for tp in expired:
+                del group.offsets[tp]
+                tombstones[self.partition_for(group.group_id)].append(
+                    (encode_key(OffsetKey(group.group_id, *tp)), None)
+                )
+            removed += len(expired)
+            self._drop_if_dead_empty(group, tombstones)
+        if tombstones:
+            self._spawn(self._append_all(tombstones, "tombstones for expired offsets"))
+        return removed
+
+    def _drop_if_dead_empty(
+        self, group: Group, tombstones: dict[int, list[tuple[bytes, bytes | None]]]
+    ) -> None:
+        if group.state is GroupState.EMPTY and not group.offsets and not group.members:
+            group.transition_to(GroupState.DEAD, self._clock.now_ms())
+            self._groups.pop(group.group_id, None)
+            tombstones[self.partition_for(group.group_id)].append(
+                (encode_key(GroupKey(group.group_id)), None)
+            )
+
+    # --- persistence -
+
+    def _store_group(
+        self, group: Group, assignment: dict[str, bytes], done: Callable[[ErrorCode], None]
+    ) -> None:
+        value = group.to_value(assignment, self._clock.now_ms())
+        records = [(encode_key(GroupKey(group.group_id)), encode_group_value(value))]
+        partition = self.partition_for(group.group_id)
+
+        async def store() -> None:
+            code = await self._append(partition, records)
+            done(_GROUP_STORE_ERRORS.get(code, code))
+
+        self._spawn(store())
+
+    async def _append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append one batch and wait (at most offsets.commit.timeout.ms) until it is committed."""
+        batch = encode_batch([(key, value, ()) for key, value in records], timestamp_ms=self._clock.now_ms())
+        task = asyncio.ensure_future(self._log.append(partition, batch))
+        try:
+            await asyncio.wait_for(asyncio.shield(task), self.config.offsets_commit_timeout_ms / 1000)
+        except TimeoutError:
+            task.add_done_callback(_consume_result)
+            return ErrorCode.request_timed_out
+        except KafkaError as exc:
+            return exc.code
+        except Exception:
+            log.exception("append to __consumer_offsets-%d failed", partition)
+            return ErrorCode.unknown_server_error
+        return ErrorCode.none
+
+    async def _append_all(
+        self, by_partition: Mapping[int, list[tuple[bytes, bytes | None]]], what: str
+    ) -> None:
+        for partition, records in by_partition.items():
+            if records:
+                code = await self._append(partition, records)
+                if code is not ErrorCode.none:
+                    log.warning("writing %s to __consumer_offsets-%d failed: %s", what, partition, code.name)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_consume_result)
+
+    # --- timers -
+
+    def _schedule(self, deadline: int, action: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, (deadline, next(self._seq), action))
+        if self._autostart and not self._closed:
+            self._ensure_timer_task()
+            if self._wakeup is not None and (self._sleep_until is None or deadline < self._sleep_until):
+                self._wakeup.set()
+
+    def tick(self) -> None:
+        """Fire every deadline that has passed on the coordinator's clock."""
+        while self._timers and self._timers[0][0] <= self._clock.monotonic_ms():
+            _, _, action = heapq.heappop(self._timers)
+            try:
+                action()
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+    def next_deadline_ms(self) -> int | None:
+        return self._timers[0][0] if self._timers else None
+
+    def _ensure_timer_task(self) -> None:
+        if self._timer_task is not None and not self._timer_task.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._wakeup = asyncio.Event()
+        self._timer_task = loop.create_task(self._run_timers(self._wakeup))
+
+    async def _run_timers(self, wakeup: asyncio.Event) -> None:
+        while not self._closed:
+            self.tick()
+            deadline = self.next_deadline_ms()
+            self._sleep_until = deadline
+            wakeup.clear()
+            timeout = None if deadline is None else max(deadline - self._clock.monotonic_ms(), 0) / 1000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wakeup.wait(), timeout)
+
+    async def close(self) -> None:
+        """Stop timers and answer every waiting member NOT_COORDINATOR; in-flight appends may finish."""
+        for partition in list(self._owned | self._loading):
+            self.unload_partition(partition)
+        self._closed = True
+        if self._timer_task is not None:
+            self._timer_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer_task
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self.config.offsets_commit_timeout_ms / 1000)
+
+
+def _consume_result(task: asyncio.Future[Any]) -> None:
+    """Retrieve a background task's outcome so a late failure is logged once, not as 'never retrieved'."""
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None and not isinstance(exc, KafkaError):
+        log.error("group coordinator background task failed", exc_info=exc)
