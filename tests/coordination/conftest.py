@@ -14,10 +14,11 @@ import inspect
 from collections.abc import Callable, Iterator
 
 import pytest
-from coordination_support import CuttableProxy, ZooKeeperServer, unique_chroot
+from coordination_support import CuttableProxy, unique_chroot
 
 from odradek.clock import ManualClock
 from odradek.coordination import Backend, EmbeddedBackend, ZooKeeperBackend
+from odradek.coordination.localzk import LocalZooKeeper
 
 ASYNC_TEST_DEADLINE_S = 90.0
 
@@ -36,8 +37,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 @pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    """One real ZooKeeper for the whole test session; it fails (never skips) when it cannot start."""
+    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper")).start()
     try:
         yield server
     finally:
@@ -59,13 +61,13 @@ def make_backend(request: pytest.FixtureRequest) -> BackendFactory:
     if request.param == "embedded":
         shared = EmbeddedBackend(ManualClock())
         return lambda: shared
-    server: ZooKeeperServer = request.getfixturevalue("zookeeper")
+    server: LocalZooKeeper = request.getfixturevalue("zookeeper")
     chroot = unique_chroot()
     return lambda: ZooKeeperBackend(server.hosts, chroot)
 
 
 @pytest.fixture
-def proxy(zookeeper: ZooKeeperServer) -> Iterator[CuttableProxy]:
+def proxy(zookeeper: LocalZooKeeper) -> Iterator[CuttableProxy]:
     link = CuttableProxy(zookeeper.port)
     try:
         yield link

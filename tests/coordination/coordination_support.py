@@ -5,120 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import shutil
 import socket
-import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from odradek.coordination import WatchedEvent
-
-ZK_JAR = Path("/usr/share/java/zookeeper.jar")
-ZK_CONF_DIR = Path("/etc/zookeeper/conf")
-START_DEADLINE_S = 60.0
-
 
 # ------------------------------------------------------------------------------------------- ZooKeeper
 
 
 def unique_chroot() -> str:
     return f"/odradek-test-{uuid.uuid4().hex[:12]}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def four_letter(port: int, word: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-        s.sendall(word)
-        chunks = []
-        while chunk := s.recv(4096):
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
-class ZooKeeperServer:
-    """One standalone ZooKeeper; ``hosts`` is its connect string."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> ZooKeeperServer:
-        java = shutil.which("java")
-        if java is None or not ZK_JAR.exists():
-            raise RuntimeError("ZooKeeper tests need Debian's zookeeper package and a JRE (make sysdeps)")
-        for _attempt in range(3):  # the free port can be taken between probe and bind; try another
-            self.port = free_port()
-            data = self.base / f"data-{self.port}"
-            data.mkdir(parents=True)
-            cfg = self.base / f"zoo-{self.port}.cfg"
-            cfg.write_text(
-                "\n".join(
-                    [
-                        "tickTime=500",
-                        f"dataDir={data}",
-                        f"clientPort={self.port}",
-                        "clientPortAddress=127.0.0.1",
-                        "minSessionTimeout=1000",
-                        "maxSessionTimeout=60000",
-                        "maxClientCnxns=0",
-                        "admin.enableServer=false",
-                        "4lw.commands.whitelist=ruok,srvr",
-                        "forceSync=no",
-                        "",
-                    ]
-                )
-            )
-            log = open(self.base / f"zookeeper-{self.port}.log", "wb")  # noqa: SIM115 - the child owns it
-            self.proc = subprocess.Popen(
-                [
-                    java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                    "-Dzookeeper.jmx.log4j.disable=true",
-                    "-cp", f"{ZK_CONF_DIR}:{ZK_JAR}",
-                    "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
-                ],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-            log.close()
-            if self._wait_ready():
-                return self
-            self.stop()
-        raise RuntimeError(f"ZooKeeper did not start; see logs in {self.base}")
-
-    def _wait_ready(self) -> bool:
-        deadline = time.monotonic() + START_DEADLINE_S
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                return False
-            with contextlib.suppress(OSError):
-                if four_letter(self.port, b"ruok") == b"imok":
-                    return True
-            time.sleep(0.1)
-        return False
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
 
 
 # ------------------------------------------------------------------------------------------- helpers

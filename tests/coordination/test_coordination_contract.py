@@ -347,6 +347,10 @@ async def test_bulk_calls_return_one_result_or_error_each(make_backend: BackendF
         assert isinstance(stats[7], BadVersionError)
         assert all(isinstance(st, Stat) and st.version == 1 for i, st in enumerate(stats) if i != 7)
 
+        gone = await s.delete_many([Delete(p) for p in paths[:10]] + [Delete("/bulk/missing")])
+        assert gone[:10] == [None] * 10 and isinstance(gone[10], NoNodeError)
+        assert sorted(await s.children("/bulk"), key=int) == [str(i) for i in range(10, 50)]
+
 
 async def test_closed_backend_sessions_fail_cleanly(make_backend: BackendFactory) -> None:
     async with make_backend() as backend:

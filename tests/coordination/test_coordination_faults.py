@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from coordination_support import CuttableProxy, Recorder, ZooKeeperServer, unique_chroot, wait_until
+from coordination_support import CuttableProxy, Recorder, unique_chroot, wait_until
 
 from odradek.clock import ManualClock
 from odradek.coordination import (
@@ -15,6 +15,7 @@ from odradek.coordination import (
     WatchedEvent,
     ZooKeeperBackend,
 )
+from odradek.coordination.localzk import LocalZooKeeper
 from odradek.coordination.store import Session
 
 # ------------------------------------------------------------------------------------------- embedded
@@ -83,7 +84,7 @@ async def test_embedded_connected_sessions_never_expire_on_their_own() -> None:
 
 
 async def _partitioned_session(
-    zookeeper: ZooKeeperServer, proxy: CuttableProxy, chroot: str, timeout_ms: int
+    zookeeper: LocalZooKeeper, proxy: CuttableProxy, chroot: str, timeout_ms: int
 ) -> tuple[ZooKeeperBackend, ZooKeeperBackend, Session, Session]:
     direct = ZooKeeperBackend(zookeeper.hosts, chroot)
     via_proxy = ZooKeeperBackend(proxy.hosts, chroot)
@@ -94,7 +95,7 @@ async def _partitioned_session(
 
 @pytest.mark.zookeeper
 async def test_zookeeper_short_partition_keeps_the_session_and_its_watches(
-    zookeeper: ZooKeeperServer, proxy: CuttableProxy
+    zookeeper: LocalZooKeeper, proxy: CuttableProxy
 ) -> None:
     direct, via_proxy, observer, broker = await _partitioned_session(zookeeper, proxy, unique_chroot(), 8000)
     try:
@@ -131,7 +132,7 @@ async def test_zookeeper_short_partition_keeps_the_session_and_its_watches(
 
 @pytest.mark.zookeeper
 async def test_zookeeper_long_partition_expires_the_session(
-    zookeeper: ZooKeeperServer, proxy: CuttableProxy
+    zookeeper: LocalZooKeeper, proxy: CuttableProxy
 ) -> None:
     direct, via_proxy, observer, broker = await _partitioned_session(zookeeper, proxy, unique_chroot(), 2000)
     try:
@@ -162,7 +163,7 @@ async def test_zookeeper_long_partition_expires_the_session(
 
 
 @pytest.mark.zookeeper
-async def test_zookeeper_chroot_is_created_and_isolates(zookeeper: ZooKeeperServer) -> None:
+async def test_zookeeper_chroot_is_created_and_isolates(zookeeper: LocalZooKeeper) -> None:
     chroot = unique_chroot()
     async with ZooKeeperBackend(zookeeper.hosts, chroot) as inside, ZooKeeperBackend(zookeeper.hosts) as root:
         s = await inside.session()

@@ -527,6 +527,18 @@ class EmbeddedSession(Session):
                 out.append(error)
         return out
 
+    async def delete_many(self, items: Sequence[Delete]) -> list[CoordinationError | None]:
+        out: list[CoordinationError | None] = []
+        for item in items:
+            try:
+                await self.delete(item.path, item.expected_version)
+                out.append(None)
+            except (ConnectionLossError, SessionExpiredError):
+                raise
+            except CoordinationError as error:
+                out.append(error)
+        return out
+
     async def close(self) -> None:
         if self._state in (SessionState.CONNECTED, SessionState.SUSPENDED):
             self._backend._end_session(self, SessionState.CLOSED)

@@ -311,6 +311,10 @@ class Session(abc.ABC):
         """Pipelined compare-and-sets: each new stat, or that write's error."""
 
     @abc.abstractmethod
+    async def delete_many(self, items: Sequence[Delete]) -> list[CoordinationError | None]:
+        """Pipelined deletes: ``None`` for each deleted znode, or that delete's error."""
+
+    @abc.abstractmethod
     async def close(self) -> None:
         """End the session now: its ephemerals go, its watches are dropped without firing."""
 

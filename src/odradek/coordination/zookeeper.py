@@ -546,6 +546,16 @@ class ZooKeeperSession(Session):
             for it, r in zip(items, raw, strict=True)
         ]
 
+    async def delete_many(self, items: Sequence[Delete]) -> list[CoordinationError | None]:
+        client = self._usable()
+        raw = await self._pipeline(
+            [partial(client.delete_async, it.path, it.expected_version) for it in items]
+        )
+        return [
+            self._translate(r, it.path) if isinstance(r, BaseException) else None
+            for it, r in zip(items, raw, strict=True)
+        ]
+
     async def close(self) -> None:
         if self._closing:
             return
