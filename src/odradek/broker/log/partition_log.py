@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.broker.log import producer_state
+from odradek.broker.log import checkpoint, producer_state
 from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.producer_state import ProducerStateManager
@@ -769,6 +769,21 @@ class PartitionLog:
                 segment.close()
             self._offline = True
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def replace_segments(self, old: list[LogSegment], cleaned: LogSegment, suffix: str) -> None:
+        """Swap compacted output in for ``old`` (consecutive, non-active): ``<suffix>`` files become
+        ``.swap``, the old segments go, the swap files take the first one's name. Loading completes a crash in
+        between."""
+        with self._lock, self._disk("compaction swap"):
+            cleaned.rename_suffix(suffix, SWAP_SUFFIX)
+            checkpoint.fsync_dir(self.directory)
+            for segment in old:
+                self._delete_segment(segment)
+            cleaned.rename_suffix(SWAP_SUFFIX, "")
+            checkpoint.fsync_dir(self.directory)
+            i = bisect.bisect_left(self._bases, cleaned.base_offset)
+            self._segments.insert(i, cleaned)
+            self._bases.insert(i, cleaned.base_offset)
 
     # --- internals exposed to the cleaner -------------------------------------------------------------------
 

@@ -1,0 +1,233 @@
+"""All partition logs of one broker's data directory, and the broker-wide checkpoint files beside them.
+
+The layout is Kafka's, so an operator finds what they expect: ``<topic>-<partition>/`` directories,
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` (high
+watermarks), ``meta.properties`` and, after a clean shutdown, ``.kafka_cleanshutdown``. The marker is what
+lets the next start skip CRC-checking everything after the recovery point; it is removed as soon as loading is
+done, so a crash later is recognised as unclean. """
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from odradek.broker.log import checkpoint
+from odradek.broker.log.cleaner import LogCleaner
+from odradek.broker.log.partition_log import PartitionLog, parse_partition_dir, partition_dir_name
+from odradek.broker.topic_config import ConfigValue, LogConfig
+from odradek.clock import Clock
+from odradek.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("odradek.log")
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES = "meta.properties"
+DELETE_SUFFIX = "-delete"
+CHECKPOINT_INTERVAL_MS = 5_000  # Kafka checkpoints high watermarks every 5 s (replica.high.watermark...ms)
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(
+        self,
+        data_dir: Path | str,
+        clock: Clock,
+        defaults: Mapping[str, ConfigValue] | None = None,
+        *,
+        broker_id: int | None = None,
+        cluster_id: str | None = None,
+        checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS,
+    ) -> None:
+        """``defaults`` are the broker's topic-config defaults keyed by topic-config name
+        (``retention.ms``...), as :func:`odradek.broker.topic_config.broker_defaults_from_properties` produces
+        them."""
+        self.data_dir = Path(data_dir)
+        self.clock = clock
+        self.defaults: dict[str, ConfigValue] = dict(defaults or {})
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._overrides: dict[str, dict[str, object]] = {}
+        self._cleaner = LogCleaner(clock)
+        self._last_checkpoint_ms = clock.now_ms()
+        self._loaded = False
+
+    # --- start-up
+    # ---------------------------------------------------------------------------------------------
+
+    def load(self, topic_overrides: Mapping[str, Mapping[str, object]] | None = None) -> None:
+        """Open and recover every partition directory. Overrides known at start (topic → config overrides) are
+        applied before recovery; others can follow through :meth:`get_or_create` or :meth:`update_config`."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._write_meta_properties()
+        for topic, overrides in (topic_overrides or {}).items():
+            self._overrides[topic] = dict(overrides)
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery, log_start, high_watermarks = self._read_checkpoints()
+        if not recovery and clean:
+            clean = False  # a clean marker without checkpoints cannot be trusted
+        for path in sorted(self.data_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir(path.name)
+            if parsed is None:
+                continue
+            self._logs[parsed] = PartitionLog(
+                path,
+                self._config_for(parsed[0]),
+                self.clock,
+                recovery_point=recovery.get(parsed, 0),
+                log_start_offset=log_start.get(parsed, 0),
+                high_watermark=high_watermarks.get(parsed, 0),
+                clean_shutdown=clean and parsed in recovery,
+            )
+        marker.unlink(missing_ok=True)
+        checkpoint.fsync_dir(self.data_dir)
+        self._loaded = True
+        log.info("loaded %d partition logs from %s (%s shutdown)", len(self._logs), self.data_dir,
+                 "clean" if clean else "unclean")
+
+    def _read_checkpoints(self) -> tuple[dict[TopicPartition, int], ...]:
+        out: list[dict[TopicPartition, int]] = []
+        for name in (RECOVERY_POINT_FILE, LOG_START_FILE, HIGH_WATERMARK_FILE):
+            try:
+                out.append(checkpoint.read_offsets(self.data_dir / name))
+            except (ValueError, OSError) as exc:
+                log.warning("ignoring unreadable checkpoint %s: %s", name, exc)
+                out.append({})
+        return tuple(out)
+
+    def _write_meta_properties(self) -> None:
+        if self.broker_id is None:
+            return
+        path = self.data_dir / META_PROPERTIES
+        if path.exists():
+            return
+        lines = ["version=0", f"broker.id={self.broker_id}"]
+        if self.cluster_id:
+            lines.append(f"cluster.id={self.cluster_id}")
+        checkpoint.write_atomically(path, "\n".join(lines) + "\n")
+
+    # --- partitions
+    # -------------------------------------------------------------------------------------------
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return LogConfig.build(self._overrides.get(topic, {}), self.defaults)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(
+        self, topic: str, partition: int, config: LogConfig | Mapping[str, object] | None = None
+    ) -> PartitionLog:
+        """The partition's log, created empty if absent. ``config`` may be a LogConfig or the topic's override
+        strings (then resolved against the broker defaults); either way the log adopts it."""
+        if config is not None and not isinstance(config, LogConfig):
+            self._overrides[topic] = dict(config)
+            resolved = self._config_for(topic)
+        else:
+            resolved = config or self._config_for(topic)
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            if existing.config != resolved:
+                existing.update_config(resolved)
+            return existing
+        plog = PartitionLog(self.data_dir / partition_dir_name(topic, partition), resolved, self.clock)
+        self._logs[(topic, partition)] = plog
+        checkpoint.fsync_dir(self.data_dir)
+        return plog
+
+    def update_config(self, topic: str, overrides: Mapping[str, object]) -> LogConfig:
+        """New topic overrides (IncrementalAlterConfigs): validated, then applied to every partition's log."""
+        self._overrides[topic] = dict(overrides)
+        config = self._config_for(topic)
+        for (t, _), plog in self._logs.items():
+            if t == topic:
+                plog.update_config(config)
+        return config
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic: the log is gone for every reader at once),
+        then remove the files. A crash in between is finished by the next :meth:`load`."""
+        plog = self._logs.pop((topic, partition), None)
+        directory = self.data_dir / partition_dir_name(topic, partition)
+        if plog is not None:
+            for segment in plog.segments:
+                segment.close()
+        if not directory.exists():
+            return
+        doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        try:
+            directory.rename(doomed)
+            checkpoint.fsync_dir(self.data_dir)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot delete {directory}: {exc}") from exc
+        shutil.rmtree(doomed, ignore_errors=True)
+        log.info("deleted log of partition %s-%d", topic, partition)
+
+    def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        return iter(list(self._logs.items()))
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    # --- background work
+    # --------------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """One round of due work: flush.ms, fsync of rolled segments, retention, compaction, checkpoints.
+
+        A failing partition is logged and skipped (it has taken itself offline); the others carry on. """
+        for (topic, partition), plog in list(self._logs.items()):
+            if plog.offline:
+                continue
+            try:
+                plog.tick(now_ms)
+                if plog.config.compact:
+                    self._cleaner.maybe_clean(plog, now_ms)
+            except KafkaError as exc:
+                log.error("background work on %s-%d failed: %s", topic, partition, exc)
+        if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
+            self.checkpoint()
+            self._last_checkpoint_ms = now_ms
+
+    def checkpoint(self) -> None:
+        """Write the three broker-level offset checkpoints (each atomically)."""
+        logs = {tp: p for tp, p in self._logs.items() if not p.offline}
+        try:
+            checkpoint.write_offsets(self.data_dir / RECOVERY_POINT_FILE,
+                                     {tp: p.recovery_point for tp, p in logs.items()})
+            checkpoint.write_offsets(self.data_dir / LOG_START_FILE,
+                                     {tp: p.log_start_offset for tp, p in logs.items()})
+            checkpoint.write_offsets(self.data_dir / HIGH_WATERMARK_FILE,
+                                     {tp: p.high_watermark for tp, p in logs.items()})
+        except OSError as exc:
+            log.error("writing checkpoints in %s failed: %s", self.data_dir, exc)
+            raise KafkaError(ErrorCode.kafka_storage_error, f"checkpoint failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
+        clean = True
+        for (topic, partition), plog in list(self._logs.items()):
+            try:
+                plog.close()
+            except KafkaError as exc:
+                clean = False
+                log.error("closing %s-%d failed: %s", topic, partition, exc)
+            clean = clean and not plog.offline
+        self.checkpoint()
+        if clean and self._loaded:
+            checkpoint.write_atomically(self.data_dir / CLEAN_SHUTDOWN_FILE, "")
+        self._logs.clear()

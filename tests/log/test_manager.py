@@ -1,0 +1,114 @@
+"""LogManager: loading a data directory, Kafka's checkpoint files, clean/unclean restarts, topic deletion."""
+
+from __future__ import annotations
+
+from logtest_helpers import T0, batch, read_all
+
+from odradek.broker.log import checkpoint
+from odradek.broker.log.manager import (
+    CLEAN_SHUTDOWN_FILE,
+    HIGH_WATERMARK_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    LogManager,
+)
+from odradek.broker.topic_config import LogConfig
+
+
+def _fill(manager, topic, partition, n):
+    plog = manager.get_or_create(topic, partition, {})
+    for _ in range(n):
+        buf, headers = batch(1)
+        plog.append_as_leader(buf, headers, 0, T0)
+    plog.high_watermark = plog.log_end_offset
+    return plog
+
+
+def test_checkpoint_files_round_trip_in_kafka_format(tmp_path):
+    path = tmp_path / "cp"
+    checkpoint.write_offsets(path, {("a", 0): 5, ("my-topic", 12): 7})
+    assert path.read_text() == "0\n2\na 0 5\nmy-topic 12 7\n"
+    assert checkpoint.read_offsets(path) == {("a", 0): 5, ("my-topic", 12): 7}
+    checkpoint.write_epochs(path, [(0, 0), (3, 120)])
+    assert path.read_text() == "0\n2\n0 0\n3 120\n"
+    assert checkpoint.read_epochs(path) == [(0, 0), (3, 120)]
+    assert not (tmp_path / "cp.tmp").exists()
+
+
+def test_close_and_reload_restores_every_partition(tmp_path, clock):
+    manager = LogManager(tmp_path, clock, broker_id=1, cluster_id="abc")
+    manager.load()
+    _fill(manager, "orders", 0, 5)
+    _fill(manager, "orders", 1, 3)
+    _fill(manager, "my.dotted-topic", 2, 4)
+    manager.close()
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert checkpoint.read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {
+        ("my.dotted-topic", 2): 4, ("orders", 0): 5, ("orders", 1): 3
+    }
+    assert checkpoint.read_offsets(tmp_path / RECOVERY_POINT_FILE)[("orders", 0)] == 5
+    assert checkpoint.read_offsets(tmp_path / LOG_START_FILE)[("orders", 0)] == 0
+    assert "broker.id=1" in (tmp_path / "meta.properties").read_text()
+
+    again = LogManager(tmp_path, clock)
+    again.load()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert len(again) == 3
+    plog = again.get("orders", 0)
+    assert plog is not None and plog.log_end_offset == 5 and plog.high_watermark == 5
+    assert again.get("my.dotted-topic", 2).log_end_offset == 4
+    again.close()
+
+
+def test_unclean_restart_recovers_from_files(tmp_path, clock):
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    plog = _fill(manager, "t", 0, 10)
+    before = read_all(plog)
+    manager.checkpoint()
+    for segment in plog.segments:  # no close: as if killed
+        segment.close()
+    again = LogManager(tmp_path, clock)
+    again.load()
+    assert read_all(again.get("t", 0)) == before
+    again.close()
+
+
+def test_tick_writes_checkpoints_when_due(tmp_path, clock):
+    manager = LogManager(tmp_path, clock, checkpoint_interval_ms=1000)
+    manager.load()
+    _fill(manager, "t", 0, 2)
+    manager.tick(clock.now_ms())
+    assert not (tmp_path / HIGH_WATERMARK_FILE).exists()
+    clock.advance(1000)
+    manager.tick(clock.now_ms())
+    assert checkpoint.read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {("t", 0): 2}
+    manager.close()
+
+
+def test_delete_partition_removes_its_data(tmp_path, clock):
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    _fill(manager, "gone", 0, 3)
+    _fill(manager, "kept", 0, 1)
+    manager.delete_partition("gone", 0)
+    assert manager.get("gone", 0) is None
+    assert not any(p.name.startswith("gone-0") for p in tmp_path.iterdir())
+    (tmp_path / "gone-1.0123456789abcdef-delete").mkdir()  # an interrupted delete
+    manager.close()
+    again = LogManager(tmp_path, clock)
+    again.load()
+    assert [tp for tp, _ in again] == [("kept", 0)]
+    assert not (tmp_path / "gone-1.0123456789abcdef-delete").exists()
+    again.close()
+
+
+def test_configs_resolve_overrides_over_broker_defaults(tmp_path, clock):
+    manager = LogManager(tmp_path, clock, {"retention.ms": 1000, "segment.bytes": 5000})
+    manager.load()
+    plog = manager.get_or_create("t", 0, {"segment.bytes": "7000"})
+    assert plog.config.segment_bytes == 7000 and plog.config.retention_ms == 1000
+    manager.update_config("t", {"cleanup.policy": "compact"})
+    assert plog.config.compact and plog.config.segment_bytes == 5000
+    assert isinstance(plog.config, LogConfig)
+    manager.close()
