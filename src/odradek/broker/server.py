@@ -82,8 +82,11 @@ class Broker:
         self.metadata.cluster_id = self.topic_store.cluster_id
         self.metadata.controller_id = self.broker_id
         self.producer_ids.load()
-        self.logs = LogManager(self.data_dir, self.clock, self.config.topic_defaults())
-        self.logs.load()
+        self.logs = LogManager(
+            self.data_dir, self.clock, self.config.topic_defaults(),
+            broker_id=self.broker_id, cluster_id=self.topic_store.cluster_id,
+        )
+        self.logs.load({name: t.configs for name, t in self.topic_store.topics.items()})
         self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port, limit=1 << 20)
         sock = self._server.sockets[0].getsockname()
         self.port = sock[1]
@@ -144,7 +147,7 @@ class Broker:
             if part is None:
                 part = Partition(record.name, index, plog, self.broker_id, self.clock)
                 self.partitions[(record.name, index)] = part
-            epoch = max(part.leader_epoch + 1, plog.latest_epoch + 1 if plog.latest_epoch is not None else 0)
+            epoch = max(part.leader_epoch + 1, plog.latest_epoch + 1)
             part.make_leader(epoch, replicas, [self.broker_id])
             partitions[index] = PartitionMeta(index, self.broker_id, epoch, list(replicas), [self.broker_id])
         self.metadata.set_topic(
