@@ -37,7 +37,7 @@ def tp(text: str) -> TopicPartition:
 
 
 def build_call(case: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Subscription]]:
-    """The assignor (with Kafka's instance state), partitions_per_topic and subscriptions of a recorded call."""
+    """Assignor (with Kafka's instance state), partitions_per_topic and subscriptions of a call."""
     inp = case["input"]
     assignor = ASSIGNORS[inp["assignor"]](prefer_rack_aware_logic=inp["prefer_rack_aware_logic"])
     if "assignor_state_max_generation_before_call" in inp:
@@ -47,7 +47,9 @@ def build_call(case: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Sub
         if inp["api"] == "assign":
             ppt[t["topic"]] = t["num_partitions"]
         else:
-            ppt[t["topic"]] = [PartitionInfo(t["topic"], i, tuple(r)) for i, r in enumerate(t["replica_racks"])]
+            ppt[t["topic"]] = [
+                PartitionInfo(t["topic"], i, tuple(r)) for i, r in enumerate(t["replica_racks"])
+            ]
     subs: dict[str, Subscription] = {}
     for s in inp["subscriptions"]:
         user_data = None
@@ -56,9 +58,9 @@ def build_call(case: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Sub
             parts = [tp(p) for p in md["partitions"]]
             if parts or md["generation"] is not None:
                 user_data = encode_sticky_user_data(parts, md["generation"])
-        elif md is not None and inp["assignor"] == "cooperative-sticky" and s["generation_id"] is None:
-            if md["generation"] is not None:
-                user_data = encode_cooperative_user_data(md["generation"])
+        elif (md is not None and inp["assignor"] == "cooperative-sticky" and s["generation_id"] is None
+              and md["generation"] is not None):
+            user_data = encode_cooperative_user_data(md["generation"])
         subs[s["member"]] = Subscription(
             topics=s["topics"],
             user_data=user_data,

@@ -1,6 +1,7 @@
 """Kafka's placement and election algorithms as a pure library.
 
-Replica placement (``AdminUtils``), the four classic consumer assignors, leader election rules and the auto leader
+Replica placement (``AdminUtils``), the four classic consumer assignors, leader election rules and the auto
+leader
 rebalance arithmetic, each giving Apache Kafka's exact answers.  Nothing here does I/O or imports the rest of
 odradek, so the controller, the group coordinator and the CLI can all call it.
 """
@@ -47,7 +48,9 @@ from .sticky_userdata import (
     encode_sticky_user_data,
 )
 
-ASSIGNORS = {a.name: a for a in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)}
+ASSIGNORS = {
+    a.name: a for a in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)
+}
 
 __all__ = [
     "ASSIGNORS",

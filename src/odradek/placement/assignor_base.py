@@ -1,6 +1,7 @@
 """What every consumer assignor shares: input normalisation, Kafka's member order and the rack-awareness test.
 
-Inputs are iterated in the order the caller gives them (Kafka's results depend on its HashMap iteration order; the
+Inputs are iterated in the order the caller gives them (Kafka's results depend on its HashMap iteration order;
+the
 caller, like the recorded vectors, supplies that order).
 """
 
@@ -12,8 +13,14 @@ from dataclasses import dataclass
 from .java import java_key
 from .model import PartitionInfo, Subscription, TopicPartition
 
-__all__ = ["Assignor", "PartitionsPerTopic", "TopicMeta", "member_sort_key", "normalize_topics",
-           "use_rack_aware_assignment"]
+__all__ = [
+    "Assignor",
+    "PartitionsPerTopic",
+    "TopicMeta",
+    "member_sort_key",
+    "normalize_topics",
+    "use_rack_aware_assignment",
+]
 
 PartitionsPerTopic = Mapping[str, int | Sequence[PartitionInfo]]
 
@@ -37,24 +44,29 @@ def normalize_topics(partitions_per_topic: PartitionsPerTopic) -> list[TopicMeta
         infos = sorted(value, key=lambda p: p.partition)
         for i, info in enumerate(infos):
             if info.partition != i:
-                raise ValueError(f"partitions of {topic} must be numbered 0..n-1, got {info.partition} at {i}")
+                raise ValueError(
+                    f"partitions of {topic} must be numbered 0..n-1, got {info.partition} at {i}"
+                )
         racks = [frozenset(r for r in info.replica_racks if r is not None) for info in infos]
         metas.append(TopicMeta(topic, len(infos), racks))
     return metas
 
 
 def member_sort_key(member_id: str, subscription: Subscription) -> tuple[int, str]:
-    """Kafka's ``MemberInfo`` order: members with a ``group.instance.id`` first, ordered by it, then by member id."""
+    """Kafka's ``MemberInfo`` order: static members first (by ``group.instance.id``), then by member id."""
     if subscription.group_instance_id is not None:
         return (0, java_key(subscription.group_instance_id))
     return (1, java_key(member_id))
 
 
 def use_rack_aware_assignment(
-    consumer_racks: set[str], partition_racks: set[str], racks_per_partition: Sequence[frozenset[str]],
+    consumer_racks: set[str],
+    partition_racks: set[str],
+    racks_per_partition: Sequence[frozenset[str]],
     prefer_rack_aware_logic: bool,
 ) -> bool:
-    """KIP-881's test: rack-aware only if some consumer rack hosts replicas, and (unless preferred) only if some
+    """KIP-881's test: rack-aware only if some consumer rack hosts replicas, and (unless preferred) only if
+    some
     partition is missing a rack that others have, i.e. racks actually matter."""
     if not consumer_racks or consumer_racks.isdisjoint(partition_racks):
         return False
@@ -64,7 +76,7 @@ def use_rack_aware_assignment(
 
 
 class Assignor:
-    """Common surface of the four assignors; ``prefer_rack_aware_logic`` is Kafka's test knob of the same name."""
+    """Common surface of the four assignors; ``prefer_rack_aware_logic`` is Kafka's test knob."""
 
     name: str = ""
 

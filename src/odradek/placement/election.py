@@ -1,8 +1,11 @@
 """Partition leader election rules of Kafka's controllers, and the leader/ISR state each election produces.
 
-The ZooKeeper-era controller (``PartitionLeaderElectionAlgorithms`` + ``Election.scala``) decides leaders with four
-pure rules; the KRaft controller (``PartitionChangeBuilder.electLeader``) differs in preferring to keep a still-valid
-leader.  Both are pure functions of the partition's replicas, ISR and broker liveness, so they live here and the
+The ZooKeeper-era controller (``PartitionLeaderElectionAlgorithms`` + ``Election.scala``) decides leaders with
+four
+pure rules; the KRaft controller (``PartitionChangeBuilder.electLeader``) differs in preferring to keep a
+still-valid
+leader.  Both are pure functions of the partition's replicas, ISR and broker liveness, so they live here and
+the
 controller only supplies those inputs.
 """
 
@@ -69,7 +72,7 @@ def controlled_shutdown_leader(
 
 
 class LeaderRecoveryState(Enum):
-    """Kafka's ``LeaderRecoveryState``: RECOVERING after an unclean election until the leader has recovered."""
+    """Kafka's ``LeaderRecoveryState``: RECOVERING after an unclean election."""
 
     RECOVERED = 0
     RECOVERING = 1
@@ -77,7 +80,8 @@ class LeaderRecoveryState(Enum):
 
 @dataclass(frozen=True, slots=True)
 class ElectionResult:
-    """The leader and ISR an election writes, with the bumped epoch; ``leader`` is None when nobody is eligible
+    """The leader and ISR an election writes, with the bumped epoch; ``leader`` is None when nobody is
+    eligible
     (the state is then unchanged)."""
 
     leader: int | None
@@ -160,8 +164,10 @@ def kraft_elect_leader(
 ) -> tuple[int, bool]:
     """KRaft's ``electLeader``: ``(leader or -1, unclean)``.
 
-    A replica is valid when it is in the target ISR (or, with an empty ISR, in the ELR) and acceptable (unfenced,
-    not shutting down).  PREFERRED takes the preferred replica, else keeps a valid current leader; ONLINE/UNCLEAN
+    A replica is valid when it is in the target ISR (or, with an empty ISR, in the ELR) and acceptable
+    (unfenced,
+    not shutting down).  PREFERRED takes the preferred replica, else keeps a valid current leader;
+    ONLINE/UNCLEAN
     keep a valid current leader, else take the first valid replica; UNCLEAN finally falls back to the first
     acceptable replica and reports ``unclean=True``.
     """

@@ -1,7 +1,10 @@
-"""The few Java semantics Kafka's answers depend on: String order, String/TopicPartition hash codes, HashMap order.
+"""The few Java semantics Kafka's answers depend on: String order, String/TopicPartition hash codes, HashMap
+order.
 
-Kafka sorts member ids with ``String.compareTo`` (UTF-16 code units) and iterates some ``HashMap``s whose order leaks
-into results.  Python compares code points, which agrees with UTF-16 order unless a string holds a character outside
+Kafka sorts member ids with ``String.compareTo`` (UTF-16 code units) and iterates some ``HashMap``s whose
+order leaks
+into results.  Python compares code points, which agrees with UTF-16 order unless a string holds a character
+outside
 the Basic Multilingual Plane; :func:`java_key` bridges that case so sorts agree with Java for every string.
 """
 
@@ -71,5 +74,6 @@ def hashmap_order(hashes_in_insertion_order: list[int], initial_capacity: int = 
         if n > 0.75 * cap:
             cap <<= 1
     mask = cap - 1
-    return sorted(range(len(hashes_in_insertion_order)),
-                  key=lambda i: (_spread(hashes_in_insertion_order[i]) & mask, i))
+    return sorted(
+        range(len(hashes_in_insertion_order)), key=lambda i: (_spread(hashes_in_insertion_order[i]) & mask, i)
+    )

@@ -1,6 +1,7 @@
 """Kafka's ``RangeAssignor``, including KIP-881's rack-aware pass.
 
-Per topic, consumers (in ``MemberInfo`` order) take contiguous ranges; the first ``P % C`` consumers take one extra.
+Per topic, consumers (in ``MemberInfo`` order) take contiguous ranges; the first ``P % C`` consumers take one
+extra.
 With racks, a first pass hands each consumer only partitions with a replica on its rack (co-partitioned topics
 together), and the plain pass fills the rest.
 """
@@ -9,7 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .assignor_base import Assignor, PartitionsPerTopic, member_sort_key, normalize_topics, use_rack_aware_assignment
+from .assignor_base import (
+    Assignor,
+    PartitionsPerTopic,
+    member_sort_key,
+    normalize_topics,
+    use_rack_aware_assignment,
+)
 from .java import hashmap_order, string_hash
 from .model import Subscription, TopicPartition
 
@@ -19,11 +26,27 @@ __all__ = ["RangeAssignor"]
 class _TopicState:
     """Per-topic bookkeeping of Kafka's ``TopicAssignmentState``."""
 
-    __slots__ = ("consumer_racks", "consumers", "extra", "needs_rack_aware", "num_assigned", "partition_racks",
-                 "per_consumer", "topic", "unassigned")
+    __slots__ = (
+        "consumer_racks",
+        "consumers",
+        "extra",
+        "needs_rack_aware",
+        "num_assigned",
+        "partition_racks",
+        "per_consumer",
+        "topic",
+        "unassigned",
+    )
 
-    def __init__(self, topic: str, count: int, racks: list[frozenset[str]] | None, consumers: list[str],
-                 consumer_racks: dict[str, str], prefer: bool) -> None:
+    def __init__(
+        self,
+        topic: str,
+        count: int,
+        racks: list[frozenset[str]] | None,
+        consumers: list[str],
+        consumer_racks: dict[str, str],
+        prefer: bool,
+    ) -> None:
         self.topic = topic
         self.consumers = consumers
         self.consumer_racks = {c: consumer_racks.get(c) for c in consumers}
@@ -40,7 +63,8 @@ class _TopicState:
         else:
             self.partition_racks = []
         self.needs_rack_aware = use_rack_aware_assignment(
-            all_consumer_racks, all_partition_racks, self.partition_racks, prefer)
+            all_consumer_racks, all_partition_racks, self.partition_racks, prefer
+        )
 
     def racks_match(self, consumer: str, p: int) -> bool:
         rack = self.consumer_racks.get(consumer)
@@ -77,10 +101,14 @@ class RangeAssignor(Assignor):
         for meta in normalize_topics(partitions_per_topic):
             if meta.count == 0:
                 continue
-            members = sorted(consumers_per_topic.get(meta.name, []),
-                             key=lambda m: member_sort_key(m, subscriptions[m]))
-            states.append(_TopicState(meta.name, meta.count, meta.racks, members, consumer_racks,
-                                      self.prefer_rack_aware_logic))
+            members = sorted(
+                consumers_per_topic.get(meta.name, []), key=lambda m: member_sort_key(m, subscriptions[m])
+            )
+            states.append(
+                _TopicState(
+                    meta.name, meta.count, meta.racks, members, consumer_racks, self.prefer_rack_aware_logic
+                )
+            )
         result: dict[str, list[tuple[str, int]]] = {m: [] for m in subscriptions}
         use_rack_aware = any(s.needs_rack_aware for s in states)
         if use_rack_aware:
@@ -93,7 +121,9 @@ class RangeAssignor(Assignor):
         return {m: [TopicPartition(t, p) for t, p in lst] for m, lst in result.items()}
 
     @staticmethod
-    def _assign_ranges(state: _TopicState, rack_match: bool, result: dict[str, list[tuple[str, int]]]) -> None:
+    def _assign_ranges(
+        state: _TopicState, rack_match: bool, result: dict[str, list[tuple[str, int]]]
+    ) -> None:
         for consumer in state.consumers:
             if not state.unassigned:
                 break
@@ -110,16 +140,19 @@ class RangeAssignor(Assignor):
             result[consumer].extend((state.topic, p) for p in take)
             state.on_assigned(consumer, take)
 
-    def _assign_with_rack_matching(self, states: list[_TopicState],
-                                   result: dict[str, list[tuple[str, int]]]) -> None:
+    def _assign_with_rack_matching(
+        self, states: list[_TopicState], result: dict[str, list[tuple[str, int]]]
+    ) -> None:
         # Kafka groups topics by their consumer->rack map in a HashMap, then by partition count in another
         # HashMap; both iteration orders are reproduced so shared consumers see the same capacity sequence.
         groups: dict[tuple[tuple[str, str | None], ...], list[_TopicState]] = {}
         for state in states:
             groups.setdefault(tuple(state.consumer_racks.items()), []).append(state)
         keys = list(groups)
-        hashes = [sum(string_hash(c) ^ (string_hash(r) if r is not None else 0) for c, r in key) & 0xFFFFFFFF
-                  for key in keys]
+        hashes = [
+            sum(string_hash(c) ^ (string_hash(r) if r is not None else 0) for c, r in key) & 0xFFFFFFFF
+            for key in keys
+        ]
         for gi in hashmap_order(hashes):
             by_count: dict[int, list[_TopicState]] = {}
             for state in groups[keys[gi]]:
@@ -133,12 +166,22 @@ class RangeAssignor(Assignor):
                     self._assign_ranges(co_partitioned[0], True, result)
 
     @staticmethod
-    def _assign_co_partitioned(consumers: list[tuple[str, str | None]], num_partitions: int,
-                               states: list[_TopicState], result: dict[str, list[tuple[str, int]]]) -> None:
+    def _assign_co_partitioned(
+        consumers: list[tuple[str, str | None]],
+        num_partitions: int,
+        states: list[_TopicState],
+        result: dict[str, list[tuple[str, int]]],
+    ) -> None:
         remaining = [c for c, _ in consumers]
         for p in range(num_partitions):
-            match = next((c for c in remaining
-                          if all(t.racks_match(c, p) and t.max_assignable(c) > 0 for t in states)), None)
+            match = next(
+                (
+                    c
+                    for c in remaining
+                    if all(t.racks_match(c, p) and t.max_assignable(c) > 0 for t in states)
+                ),
+                None,
+            )
             if match is None:
                 continue
             for t in states:

@@ -1,6 +1,7 @@
 """Auto leader rebalance arithmetic of the ZooKeeper-era controller (``checkAndTriggerAutoLeaderRebalance``).
 
-Kept apart from the controller so the threshold comparison (strictly greater than the configured percentage) is
+Kept apart from the controller so the threshold comparison (strictly greater than the configured percentage)
+is
 tested once and shared.
 """
 
@@ -8,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE", "imbalanced_brokers", "leader_imbalance_ratio",
-           "should_trigger_rebalance"]
+__all__ = [
+    "DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE",
+    "imbalanced_brokers",
+    "leader_imbalance_ratio",
+    "should_trigger_rebalance",
+]
 
 DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE = 10
 
@@ -21,8 +26,9 @@ def leader_imbalance_ratio(preferred_count: int, not_led_by_preferred: int) -> f
     return not_led_by_preferred / preferred_count
 
 
-def should_trigger_rebalance(ratio: float, imbalance_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
-                             ) -> bool:
+def should_trigger_rebalance(
+    ratio: float, imbalance_percentage: int = DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE
+) -> bool:
     """Kafka triggers a preferred election only when the ratio is strictly above the percentage."""
     return ratio > imbalance_percentage / 100
 
@@ -35,7 +41,8 @@ def imbalanced_brokers(
 ) -> dict[int, list[object]]:
     """Brokers whose imbalance ratio triggers a rebalance, each with its partitions led by someone else.
 
-    Partitions are grouped by preferred replica (``assignment[0]``); partitions without leadership information count
+    Partitions are grouped by preferred replica (``assignment[0]``); partitions without leadership information
+    count
     in the denominator only, and ``excluded`` partitions (topics being deleted) are ignored.
     """
     skip = set(excluded)

@@ -1,7 +1,9 @@
 """Replica placement exactly as Kafka's ``AdminUtils.assignReplicasToBrokers`` and its ZooKeeper-era callers.
 
-Kafka spreads leaders round-robin from a start index and shifts each follower by a per-round offset so that replicas
-of consecutive partitions do not pile onto the same followers; with racks it first interleaves brokers rack by rack
+Kafka spreads leaders round-robin from a start index and shifts each follower by a per-round offset so that
+replicas
+of consecutive partitions do not pile onto the same followers; with racks it first interleaves brokers rack by
+rack
 and then skips brokers whose rack (or broker) already holds a replica while unused ones remain.
 """
 
@@ -64,7 +66,8 @@ def assign_replicas_to_brokers(
 ) -> dict[int, list[int]]:
     """Kafka's ``AdminUtils.assignReplicasToBrokers``: partition id -> replica list (leader first).
 
-    Rack-aware when every broker has a rack; with ``fixed_start_index < 0`` the start index and the replica shift are
+    Rack-aware when every broker has a rack; with ``fixed_start_index < 0`` the start index and the replica
+    shift are
     two independent random draws (from ``rng`` when given, so callers can make them reproducible).
     """
     if n_partitions <= 0:
@@ -160,9 +163,11 @@ def _aware(
 def broker_metadatas(
     brokers: Sequence[BrokerMetadata], rack_aware_mode: str, broker_list: Sequence[int] | None = None
 ) -> list[BrokerMetadata]:
-    """ZooKeeper-era ``AdminZkClient.getBrokerMetadatas``: brokers sorted by id, racks kept per ``RackAwareMode``.
+    """ZooKeeper-era ``AdminZkClient.getBrokerMetadatas``: brokers sorted by id, racks kept per
+    ``RackAwareMode``.
 
-    ``Enforced`` rejects partial rack information, ``Safe`` drops all racks when some are missing, ``Disabled``
+    ``Enforced`` rejects partial rack information, ``Safe`` drops all racks when some are missing,
+    ``Disabled``
     always drops them.
     """
     chosen = [b for b in brokers if broker_list is None or b.id in set(broker_list)]

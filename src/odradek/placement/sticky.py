@@ -1,7 +1,9 @@
-"""Kafka's ``StickyAssignor`` and ``CooperativeStickyAssignor`` (``AbstractStickyAssignor`` and its subclasses).
+"""Kafka's ``StickyAssignor`` and ``CooperativeStickyAssignor`` (``AbstractStickyAssignor`` and its
+subclasses).
 
 Both keep as much of each member's previous assignment as balance allows.  The eager one learns the previous
-assignment from user data; the cooperative one from owned partitions, and additionally withholds any partition that
+assignment from user data; the cooperative one from owned partitions, and additionally withholds any partition
+that
 changes owner so that it is revoked in one rebalance and assigned in the next.
 """
 
@@ -33,7 +35,8 @@ class _AbstractStickyAssignor(Assignor):
         super().__init__(prefer_rack_aware_logic)
         #: Kafka's ``maxGeneration``: instance state that only grows across calls on the same assignor.
         self.max_generation = DEFAULT_GENERATION
-        #: Kafka's ``partitionsTransferringOwnership``: ``{}`` after the constrained path, None after the general.
+        #  Kafka's ``partitionsTransferringOwnership``: ``{}`` after the constrained path, None after the
+        # general.
         self.partitions_transferring_ownership: dict[TopicPartition, str] | None = {}
         self._general: GeneralBuilder | None = None
 
@@ -41,7 +44,7 @@ class _AbstractStickyAssignor(Assignor):
         raise NotImplementedError
 
     def is_sticky(self) -> bool:
-        """Kafka's ``isSticky()`` after a general-path run: no partition moved both ways between two members."""
+        """Kafka's ``isSticky()``: no partition moved both ways between two members (general path)."""
         return self._general is None or self._general.movements.is_sticky()
 
     def assign(
@@ -49,7 +52,9 @@ class _AbstractStickyAssignor(Assignor):
     ) -> dict[str, list[TopicPartition]]:
         member_ids = list(subscriptions)
         subs = [subscriptions[m] for m in member_ids]
-        state = StickyState(normalize_topics(partitions_per_topic), member_ids, subs, self.prefer_rack_aware_logic)
+        state = StickyState(
+            normalize_topics(partitions_per_topic), member_ids, subs, self.prefer_rack_aware_logic
+        )
         member_data = [self._member_data(state, sub) for sub in subs]
         owned, multi_owned, all_equal = self._all_subscriptions_equal(state, member_data)
         self._general = None
@@ -106,7 +111,9 @@ class _AbstractStickyAssignor(Assignor):
                     claimant[g] = m
         return owned, multi, equal
 
-    def _previous_assignment(self, member_data: list[tuple[list[int], int | None]]) -> dict[int, tuple[int, int]]:
+    def _previous_assignment(
+        self, member_data: list[tuple[list[int], int | None]]
+    ) -> dict[int, tuple[int, int]]:
         prev: dict[int, tuple[int, int]] = {}
         max_gen = self.max_generation
         for m, (parts, generation) in enumerate(member_data):
@@ -143,7 +150,7 @@ class StickyAssignor(_AbstractStickyAssignor):
 
 
 class CooperativeStickyAssignor(_AbstractStickyAssignor):
-    """Kafka's ``cooperative-sticky`` assignor: owned partitions plus the generation (field, else user data)."""
+    """Kafka's ``cooperative-sticky`` assignor: owned partitions and generation (field or user data)."""
 
     name = "cooperative-sticky"
 
@@ -166,8 +173,9 @@ class CooperativeStickyAssignor(_AbstractStickyAssignor):
         return assignment
 
 
-def _compute_transferring(subscriptions: Mapping[str, Subscription],
-                          assignment: dict[str, list[TopicPartition]]) -> dict[TopicPartition, str]:
+def _compute_transferring(
+    subscriptions: Mapping[str, Subscription], assignment: dict[str, list[TopicPartition]]
+) -> dict[TopicPartition, str]:
     """Partitions newly given to a member that some member must first revoke."""
     added: dict[TopicPartition, str] = {}
     revoked: set[TopicPartition] = set()

@@ -1,8 +1,10 @@
 """Kafka's constrained sticky builder, used when every member subscribes to the same topics.
 
 Members keep up to their quota of owned partitions (lowest partition numbers first, KAFKA-16277), then the
-unassigned partitions are dealt round-robin to members under the minimum quota and finally one each to members at
-exactly the minimum.  The round-robin is done a whole round at a time with list slices, which is what lets a million
+unassigned partitions are dealt round-robin to members under the minimum quota and finally one each to members
+at
+exactly the minimum.  The round-robin is done a whole round at a time with list slices, which is what lets a
+million
 partitions be dealt in well under a second.
 """
 
@@ -20,8 +22,9 @@ class AssignmentError(RuntimeError):
     """Kafka's ``IllegalStateException`` from the constrained builder: quotas cannot be met."""
 
 
-def constrained_assign(state: StickyState, owned: list[list[int]], multi_owned: set[int],
-                       transferring: dict[int, int]) -> list[list[int]]:
+def constrained_assign(
+    state: StickyState, owned: list[list[int]], multi_owned: set[int], transferring: dict[int, int]
+) -> list[list[int]]:
     """Assignment per member index; fills ``transferring`` (partition id -> new member) as Kafka's
     ``partitionsTransferringOwnership``."""
     n_members = len(owned)
@@ -90,17 +93,30 @@ def constrained_assign(state: StickyState, owned: list[list[int]], multi_owned: 
 
     if rack_aware:
         unassigned, cur_over = _rack_aware_round_robin(
-            state, unassigned, under, exact, assignment, min_q, max_q, cur_over, expected_over, note_new)
-    cur_over = _round_robin(unassigned, under, exact, assignment, min_q, max_q, cur_over,
-                            note_new if (maybe_revoked or multi_owned) else None)
+            state, unassigned, under, exact, assignment, min_q, max_q, cur_over, expected_over, note_new
+        )
+    cur_over = _round_robin(
+        unassigned,
+        under,
+        exact,
+        assignment,
+        min_q,
+        max_q,
+        cur_over,
+        note_new if (maybe_revoked or multi_owned) else None,
+    )
     if under:
         if cur_over != expected_over:
-            raise AssignmentError("We haven't reached the expected number of members with more than the minQuota "
-                                  "partitions, but no more partitions to be assigned")
+            raise AssignmentError(
+                "We haven't reached the expected number of members with more than the minQuota "
+                "partitions, but no more partitions to be assigned"
+            )
         for m in under:
             if len(assignment[m]) != min_q:
-                raise AssignmentError(f"Consumer: [{state.member_ids[m]}] doesn't reach minQuota partitions, and "
-                                      "no more partitions to be assigned")
+                raise AssignmentError(
+                    f"Consumer: [{state.member_ids[m]}] doesn't reach minQuota partitions, and "
+                    "no more partitions to be assigned"
+                )
     return assignment
 
 
@@ -115,8 +131,9 @@ def _remove_first_occurrences(parts: list[int], doomed: set[int]) -> list[int]:
     return out
 
 
-def _rack_aware_round_robin(state, unassigned, under, exact, assignment, min_q, max_q, cur_over, expected_over,
-                            note_new):  # type: ignore[no-untyped-def]
+def _rack_aware_round_robin(
+    state, unassigned, under, exact, assignment, min_q, max_q, cur_over, expected_over, note_new
+):  # type: ignore[no-untyped-def]
     """Kafka's ``assignRackAwareRoundRobin``: rack-matching members first; returns what is left unassigned."""
     remaining: list[int] = []
     next_index = 0
@@ -156,7 +173,7 @@ def _round_robin(unassigned, under, exact, assignment, min_q, max_q, cur_over, n
     exact.clear()
     pos = 0
     total = len(unassigned)
-    it = 0            # the iterator's cursor into ``under``; 0 means a fresh iterator
+    it = 0  # the iterator's cursor into ``under``; 0 means a fresh iterator
     while pos < total:
         k = len(under)
         if k and it == 0:
@@ -165,7 +182,7 @@ def _round_robin(unassigned, under, exact, assignment, min_q, max_q, cur_over, n
             if rounds >= 1:
                 end = pos + rounds * k
                 for i, m in enumerate(under):
-                    chunk = unassigned[pos + i:end:k]
+                    chunk = unassigned[pos + i : end : k]
                     assignment[m].extend(chunk)
                     if note_new is not None:
                         for g in chunk:

@@ -1,8 +1,11 @@
 """Kafka's general sticky builder, used when members subscribe to different topics.
 
-It keeps every still-valid owned partition, hands the rest one by one to the least-loaded eligible member, and then
-moves partitions while the assignment is not balanced, preferring to give a partition back to its previous owner and
-undoing earlier moves rather than chaining new ones (``PartitionMovements``) so the result stays sticky.  Kafka picks
+It keeps every still-valid owned partition, hands the rest one by one to the least-loaded eligible member, and
+then
+moves partitions while the assignment is not balanced, preferring to give a partition back to its previous
+owner and
+undoing earlier moves rather than chaining new ones (``PartitionMovements``) so the result stays sticky.
+Kafka picks
 "the partition to move" from a ``HashSet`` in places; that set's Java iteration order is emulated here.
 """
 
@@ -138,7 +141,9 @@ class GeneralBuilder:
         for m in range(n_members):
             for g in owned[m]:
                 self.owner[g] = m
-        topic_order = sorted(range(n_topics), key=lambda r: (len(self.topic_consumers[r]), state.topic_names[r]))
+        topic_order = sorted(
+            range(n_topics), key=lambda r: (len(self.topic_consumers[r]), state.topic_names[r])
+        )
         self.sorted_all: list[int] = []
         for r in topic_order:
             self.sorted_all.extend(range(state.base[r], state.base[r] + counts[r]))
@@ -150,7 +155,8 @@ class GeneralBuilder:
         self.max_size = [self._max_assignment_size(m) for m in range(n_members)]
         self._topic_of = topic_of
 
-    # -- the TreeSet ordered by (assignment size, member id) ------------------------------------------------------
+    # -- the TreeSet ordered by (assignment size, member id)
+    # ------------------------------------------------------
     def _add(self, m: int) -> None:
         e = (len(self.cur[m]), self.s.member_keys[m], m)
         self.entry_of[m] = e
@@ -168,7 +174,8 @@ class GeneralBuilder:
             return self.s.total
         return sum(self.s.topic_counts[r] for r in topics)
 
-    # -- build ---------------------------------------------------------------------------------------------------
+    # -- build
+    # ---------------------------------------------------------------------------------------------------
     def build(self) -> dict[int, list[int]]:
         assigned = self._assign_owned()
         if assigned:

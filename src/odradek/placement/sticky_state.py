@@ -1,6 +1,7 @@
 """Shared state of one sticky assignment: partitions as int ids, members as indices, rack information.
 
-Partition ``topic-p`` has the id ``base[topic] + p`` where topics are numbered in name order, so sorting ids sorts
+Partition ``topic-p`` has the id ``base[topic] + p`` where topics are numbered in name order, so sorting ids
+sorts
 by (topic, partition) -- the order Kafka's constrained builder walks -- without touching a ``TopicPartition``.
 ``TopicPartition`` objects are only made at the edges (output and ``partitions_transferring_ownership``).
 """
@@ -19,14 +20,19 @@ __all__ = ["StickyState"]
 class StickyState:
     """Topics, partitions and members of one call, with Kafka's ``RackInfo``."""
 
-    def __init__(self, metas: list[TopicMeta], member_ids: list[str], subs: list[Subscription],
-                 prefer_rack_aware_logic: bool) -> None:
+    def __init__(
+        self,
+        metas: list[TopicMeta],
+        member_ids: list[str],
+        subs: list[Subscription],
+        prefer_rack_aware_logic: bool,
+    ) -> None:
         self.metas = metas
         self.member_ids = member_ids
         self.subs = subs
         self.member_keys = [java_key(m) for m in member_ids]
         order = sorted(range(len(metas)), key=lambda i: metas[i].name)
-        self.topic_names = [metas[i].name for i in order]        # by rank (name order)
+        self.topic_names = [metas[i].name for i in order]  # by rank (name order)
         self.topic_counts = [metas[i].count for i in order]
         self.rank = {name: r for r, name in enumerate(self.topic_names)}
         self.base: list[int] = []
@@ -39,7 +45,8 @@ class StickyState:
         self._tps: list[TopicPartition] | None = None
         self._init_racks([metas[i] for i in order], prefer_rack_aware_logic)
 
-    # -- partition ids -------------------------------------------------------------------------------------------
+    # -- partition ids
+    # -------------------------------------------------------------------------------------------
     @property
     def topic_of(self) -> list[int]:
         """Topic rank of every partition id."""
@@ -61,7 +68,7 @@ class StickyState:
         return self._tps
 
     def ids_of(self, partitions: Iterable[TopicPartition]) -> list[int]:
-        """Ids of the partitions that exist; others are dropped (topics gone, or partitions beyond the count)."""
+        """Ids of the partitions that exist (gone topics, partitions beyond the count are dropped)."""
         rank, base, counts = self.rank, self.base, self.topic_counts
         out: list[int] = []
         for topic, p in partitions:
@@ -92,7 +99,8 @@ class StickyState:
         r = self.topic_of[g]
         return (g - self.base[r]) * len(self.topic_counts) + r
 
-    # -- racks (Kafka's RackInfo) --------------------------------------------------------------------------------
+    # -- racks (Kafka's RackInfo)
+    # --------------------------------------------------------------------------------
     def _init_racks(self, metas_by_rank: list[TopicMeta], prefer: bool) -> None:
         consumers_by_rack: dict[str, int] = {}
         for sub in self.subs:
@@ -131,7 +139,8 @@ class StickyState:
         return rack is not None and self.partition_racks is not None and rack not in self.partition_racks[g]
 
     def sort_by_rack_consumers(self, partitions: list[int]) -> list[int]:
-        """Stable sort by the number of consumers on the partition's racks (Kafka does it whenever any consumer has a
+        """Stable sort by the number of consumers on the partition's racks (Kafka does it whenever any
+        consumer has a
         rack, even if rack-aware assignment is off)."""
         counts = self.consumers_on_racks
         if counts is None:
@@ -139,7 +148,7 @@ class StickyState:
         return sorted(partitions, key=counts.__getitem__)
 
     def next_rack_consumer(self, g: int, members: list[int], first: int) -> int:
-        """Index of the first member, scanning circularly from ``first``, whose rack hosts a replica of ``g``."""
+        """First member index, circularly from ``first``, whose rack hosts a replica of ``g``."""
         assert self.partition_racks is not None
         racks = self.partition_racks[g]
         if not racks:

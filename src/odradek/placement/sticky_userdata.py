@@ -1,8 +1,11 @@
-"""User data of Kafka's sticky assignors, byte-for-byte as Kafka's ``StickyAssignor``/``CooperativeStickyAssignor``.
+"""User data of Kafka's sticky assignors, byte-for-byte as Kafka's
+``StickyAssignor``/``CooperativeStickyAssignor``.
 
-Eager sticky members carry their previous assignment and generation in user data (version 1: an int32-counted array
+Eager sticky members carry their previous assignment and generation in user data (version 1: an int32-counted
+array
 of {int16-length UTF-8 topic, int32-counted int32 partitions}, then an int32 generation; version 0 lacks the
-generation).  Cooperative members carry only an int32 generation, their partitions travelling as owned partitions.
+generation).  Cooperative members carry only an int32 generation, their partitions travelling as owned
+partitions.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def _read_groups(data: bytes) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
             offset += 2
             if length < 0 or offset + length > len(data):
                 raise _Underflow
-            raw = data[offset:offset + length]
+            raw = data[offset : offset + length]
             offset += length
             topic = names.get(raw)
             if topic is None:
@@ -82,8 +85,10 @@ def _read_groups(data: bytes) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
         raise _Underflow from exc
 
 
-def decode_sticky_user_data_groups(data: bytes | None) -> tuple[list[tuple[str, tuple[int, ...]]], int | None]:
-    """Like :func:`decode_sticky_user_data` but keeps ``(topic, partitions)`` groups (cheaper for big groups)."""
+def decode_sticky_user_data_groups(
+    data: bytes | None,
+) -> tuple[list[tuple[str, tuple[int, ...]]], int | None]:
+    """Like :func:`decode_sticky_user_data` but keeps ``(topic, partitions)`` groups (cheaper)."""
     if not data:
         return [], None
     try:
@@ -98,7 +103,8 @@ def decode_sticky_user_data_groups(data: bytes | None) -> tuple[list[tuple[str, 
 def decode_sticky_user_data(data: bytes | None) -> tuple[list[TopicPartition], int | None]:
     """Kafka's ``StickyAssignor.memberData``: ``(partitions, generation)``.
 
-    Empty or missing data gives ``([], None)``; version 0 gives no generation; undecodable data gives ``([], -1)``.
+    Empty or missing data gives ``([], None)``; version 0 gives no generation; undecodable data gives ``([],
+    -1)``.
     """
     groups, generation = decode_sticky_user_data_groups(data)
     return [TopicPartition(t, p) for t, parts in groups for p in parts], generation
