@@ -1,9 +1,9 @@
 """``odradek assign``: Kafka's placement algorithms from the command line.
 
 ``replicas`` proposes a replica assignment the way ``kafka-reassign-partitions.sh --generate`` does
-(AdminUtils) and
-prints it in that tool's JSON format, so the output can be fed to any Kafka-compatible reassignment tool.
-``consumers`` shows how a consumer group would be split by one of Kafka's assignors, with a balance summary.
+(AdminUtils) and prints it in that tool's JSON format, so the output can be fed to any Kafka-compatible
+reassignment tool. ``consumers`` shows how a consumer group would be split by one of Kafka's assignors, with a
+balance summary.
 """
 
 from __future__ import annotations
@@ -101,7 +101,12 @@ def assign() -> None:
 @click.option("--start-partition", type=int, default=-1, show_default=True, help="First partition id.")
 @click.option("--seed", type=int, default=None, help="Seed for the random draws (reproducible output).")
 def replicas_command(
-    brokers: str, n_partitions: int, replication_factor: int, topic: str, start_index: int, start_partition: int,
+    brokers: str,
+    n_partitions: int,
+    replication_factor: int,
+    topic: str,
+    start_index: int,
+    start_partition: int,
     seed: int | None,
 ) -> None:
     """Propose a replica assignment (AdminUtils.assignReplicasToBrokers) as reassignment JSON."""
@@ -116,7 +121,7 @@ def replicas_command(
 
 @assign.command("consumers")
 @click.option("--strategy", type=click.Choice(sorted(ASSIGNORS)), default="range", show_default=True)
-@click.option("--members", required=True, help="Members as id[@rack][=topic+topic],... (default: all topics).")
+@click.option("--members", required=True, help="Members as id[@rack][=topic+topic],... (default: all).")
 @click.option("--topics", required=True, help="Topics as name:partitions,...")
 @click.option("--json", "as_json", is_flag=True, help="Print the assignment as JSON instead of a table.")
 def consumers_command(strategy: str, members: str, topics: str, as_json: bool) -> None:

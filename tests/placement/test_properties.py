@@ -175,9 +175,8 @@ def test_cooperative_never_revokes_and_assigns_in_one_round(group, data) -> None
 
 def _cooperative_rounds(assignor, topics, subs) -> dict[str, list[TopicPartition]]:  # type: ignore[no-untyped-def]
     """Kafka's cooperative ``verifyValidityAndBalance``: while a partition is revoked, assert it is not also
-    assigned
-    in that round and rebalance again with owned = result (at most 4 follow-ups); then check validity and
-    balance."""
+    assigned in that round and rebalance again with owned = result (at most 4 follow-ups); then check validity
+    and balance."""
     result = assignor.assign(topics, subs)
     followups = 0
     while True:

@@ -325,8 +325,7 @@ def _check_assertion(a: dict, case: dict, assignor, ppt, subs, result) -> None: 
         assert not (revoked & added)
     elif kind in ("other_equality", "other_assertion"):
         # Statements over locals of several calls in Kafka's test; they held on Kafka's output, which the
-        # exact
-        # equality asserted at the top of test_consumer_assignor requires us to reproduce.
+        # exact equality asserted at the top of test_consumer_assignor requires us to reproduce.
         return
     else:
         pytest.fail(f"unhandled assertion type {kind}")

@@ -1,9 +1,8 @@
 """Kafka's placement and election algorithms as a pure library.
 
 Replica placement (``AdminUtils``), the four classic consumer assignors, leader election rules and the auto
-leader
-rebalance arithmetic, each giving Apache Kafka's exact answers.  Nothing here does I/O or imports the rest of
-odradek, so the controller, the group coordinator and the CLI can all call it.
+leader rebalance arithmetic, each giving Apache Kafka's exact answers.  Nothing here does I/O or imports the
+rest of odradek, so the controller, the group coordinator and the CLI can all call it.
 """
 
 from .election import (

@@ -1,8 +1,7 @@
 """What every consumer assignor shares: input normalisation, Kafka's member order and the rack-awareness test.
 
 Inputs are iterated in the order the caller gives them (Kafka's results depend on its HashMap iteration order;
-the
-caller, like the recorded vectors, supplies that order).
+the caller, like the recorded vectors, supplies that order).
 """
 
 from __future__ import annotations
@@ -66,8 +65,7 @@ def use_rack_aware_assignment(
     prefer_rack_aware_logic: bool,
 ) -> bool:
     """KIP-881's test: rack-aware only if some consumer rack hosts replicas, and (unless preferred) only if
-    some
-    partition is missing a rack that others have, i.e. racks actually matter."""
+    some partition is missing a rack that others have, i.e. racks actually matter."""
     if not consumer_racks or consumer_racks.isdisjoint(partition_racks):
         return False
     if prefer_rack_aware_logic:

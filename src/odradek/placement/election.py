@@ -1,12 +1,9 @@
 """Partition leader election rules of Kafka's controllers, and the leader/ISR state each election produces.
 
 The ZooKeeper-era controller (``PartitionLeaderElectionAlgorithms`` + ``Election.scala``) decides leaders with
-four
-pure rules; the KRaft controller (``PartitionChangeBuilder.electLeader``) differs in preferring to keep a
-still-valid
-leader.  Both are pure functions of the partition's replicas, ISR and broker liveness, so they live here and
-the
-controller only supplies those inputs.
+four pure rules; the KRaft controller (``PartitionChangeBuilder.electLeader``) differs in preferring to keep a
+still-valid leader.  Both are pure functions of the partition's replicas, ISR and broker liveness, so they
+live here and the controller only supplies those inputs.
 """
 
 from __future__ import annotations
@@ -81,8 +78,7 @@ class LeaderRecoveryState(Enum):
 @dataclass(frozen=True, slots=True)
 class ElectionResult:
     """The leader and ISR an election writes, with the bumped epoch; ``leader`` is None when nobody is
-    eligible
-    (the state is then unchanged)."""
+    eligible (the state is then unchanged)."""
 
     leader: int | None
     isr: list[int]
@@ -165,11 +161,9 @@ def kraft_elect_leader(
     """KRaft's ``electLeader``: ``(leader or -1, unclean)``.
 
     A replica is valid when it is in the target ISR (or, with an empty ISR, in the ELR) and acceptable
-    (unfenced,
-    not shutting down).  PREFERRED takes the preferred replica, else keeps a valid current leader;
-    ONLINE/UNCLEAN
-    keep a valid current leader, else take the first valid replica; UNCLEAN finally falls back to the first
-    acceptable replica and reports ``unclean=True``.
+    (unfenced, not shutting down).  PREFERRED takes the preferred replica, else keeps a valid current leader;
+    ONLINE/UNCLEAN keep a valid current leader, else take the first valid replica; UNCLEAN finally falls back
+    to the first acceptable replica and reports ``unclean=True``.
     """
 
     def valid(r: int) -> bool:

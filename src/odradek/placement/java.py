@@ -2,10 +2,9 @@
 order.
 
 Kafka sorts member ids with ``String.compareTo`` (UTF-16 code units) and iterates some ``HashMap``s whose
-order leaks
-into results.  Python compares code points, which agrees with UTF-16 order unless a string holds a character
-outside
-the Basic Multilingual Plane; :func:`java_key` bridges that case so sorts agree with Java for every string.
+order leaks into results.  Python compares code points, which agrees with UTF-16 order unless a string holds a
+character outside the Basic Multilingual Plane; :func:`java_key` bridges that case so sorts agree with Java
+for every string.
 """
 
 from __future__ import annotations

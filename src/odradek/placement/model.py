@@ -1,8 +1,7 @@
 """Value types shared by the placement algorithms: brokers, partitions and consumer subscriptions.
 
 ``TopicPartition`` is a tuple so that it is cheap to create by the million (the largest groups Kafka tests
-hold a
-million partitions) and orders by topic then partition for free.
+hold a million partitions) and orders by topic then partition for free.
 """
 
 from __future__ import annotations

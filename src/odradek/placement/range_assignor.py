@@ -1,9 +1,8 @@
 """Kafka's ``RangeAssignor``, including KIP-881's rack-aware pass.
 
 Per topic, consumers (in ``MemberInfo`` order) take contiguous ranges; the first ``P % C`` consumers take one
-extra.
-With racks, a first pass hands each consumer only partitions with a replica on its rack (co-partitioned topics
-together), and the plain pass fills the rest.
+extra. With racks, a first pass hands each consumer only partitions with a replica on its rack (co-partitioned
+topics together), and the plain pass fills the rest.
 """
 
 from __future__ import annotations

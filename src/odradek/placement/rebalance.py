@@ -1,8 +1,7 @@
 """Auto leader rebalance arithmetic of the ZooKeeper-era controller (``checkAndTriggerAutoLeaderRebalance``).
 
 Kept apart from the controller so the threshold comparison (strictly greater than the configured percentage)
-is
-tested once and shared.
+is tested once and shared.
 """
 
 from __future__ import annotations
@@ -42,8 +41,7 @@ def imbalanced_brokers(
     """Brokers whose imbalance ratio triggers a rebalance, each with its partitions led by someone else.
 
     Partitions are grouped by preferred replica (``assignment[0]``); partitions without leadership information
-    count
-    in the denominator only, and ``excluded`` partitions (topics being deleted) are ignored.
+    count in the denominator only, and ``excluded`` partitions (topics being deleted) are ignored.
     """
     skip = set(excluded)
     by_preferred: dict[int, list[object]] = {}

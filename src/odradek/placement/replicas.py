@@ -1,10 +1,9 @@
 """Replica placement exactly as Kafka's ``AdminUtils.assignReplicasToBrokers`` and its ZooKeeper-era callers.
 
 Kafka spreads leaders round-robin from a start index and shifts each follower by a per-round offset so that
-replicas
-of consecutive partitions do not pile onto the same followers; with racks it first interleaves brokers rack by
-rack
-and then skips brokers whose rack (or broker) already holds a replica while unused ones remain.
+replicas of consecutive partitions do not pile onto the same followers; with racks it first interleaves
+brokers rack by rack and then skips brokers whose rack (or broker) already holds a replica while unused ones
+remain.
 """
 
 from __future__ import annotations
@@ -67,8 +66,7 @@ def assign_replicas_to_brokers(
     """Kafka's ``AdminUtils.assignReplicasToBrokers``: partition id -> replica list (leader first).
 
     Rack-aware when every broker has a rack; with ``fixed_start_index < 0`` the start index and the replica
-    shift are
-    two independent random draws (from ``rng`` when given, so callers can make them reproducible).
+    shift are two independent random draws (from ``rng`` when given, so callers can make them reproducible).
     """
     if n_partitions <= 0:
         raise InvalidPartitionsException("Number of partitions must be larger than 0.")
@@ -167,8 +165,7 @@ def broker_metadatas(
     ``RackAwareMode``.
 
     ``Enforced`` rejects partial rack information, ``Safe`` drops all racks when some are missing,
-    ``Disabled``
-    always drops them.
+    ``Disabled`` always drops them.
     """
     chosen = [b for b in brokers if broker_list is None or b.id in set(broker_list)]
     chosen.sort(key=lambda b: b.id)

@@ -1,7 +1,6 @@
 """Kafka's ``RoundRobinAssignor``: all partitions of all subscribed topics, sorted, dealt round-robin over the
 members in ``MemberInfo`` order, skipping members not subscribed to the partition's topic (the cursor carries
-over
-between topics)."""
+over between topics)."""
 
 from __future__ import annotations
 

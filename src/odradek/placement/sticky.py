@@ -3,8 +3,7 @@ subclasses).
 
 Both keep as much of each member's previous assignment as balance allows.  The eager one learns the previous
 assignment from user data; the cooperative one from owned partitions, and additionally withholds any partition
-that
-changes owner so that it is revoked in one rebalance and assigned in the next.
+that changes owner so that it is revoked in one rebalance and assigned in the next.
 """
 
 from __future__ import annotations
@@ -33,9 +32,9 @@ class _AbstractStickyAssignor(Assignor):
 
     def __init__(self, prefer_rack_aware_logic: bool = False) -> None:
         super().__init__(prefer_rack_aware_logic)
-        #: Kafka's ``maxGeneration``: instance state that only grows across calls on the same assignor.
+        # : Kafka's ``maxGeneration``: instance state that only grows across calls on the same assignor.
         self.max_generation = DEFAULT_GENERATION
-        #  Kafka's ``partitionsTransferringOwnership``: ``{}`` after the constrained path, None after the
+        # Kafka's ``partitionsTransferringOwnership``: ``{}`` after the constrained path, None after the
         # general.
         self.partitions_transferring_ownership: dict[TopicPartition, str] | None = {}
         self._general: GeneralBuilder | None = None

@@ -2,10 +2,8 @@
 
 Members keep up to their quota of owned partitions (lowest partition numbers first, KAFKA-16277), then the
 unassigned partitions are dealt round-robin to members under the minimum quota and finally one each to members
-at
-exactly the minimum.  The round-robin is done a whole round at a time with list slices, which is what lets a
-million
-partitions be dealt in well under a second.
+at exactly the minimum.  The round-robin is done a whole round at a time with list slices, which is what lets
+a million partitions be dealt in well under a second.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Kafka's general sticky builder, used when members subscribe to different topics.
 
 It keeps every still-valid owned partition, hands the rest one by one to the least-loaded eligible member, and
-then
-moves partitions while the assignment is not balanced, preferring to give a partition back to its previous
-owner and
-undoing earlier moves rather than chaining new ones (``PartitionMovements``) so the result stays sticky.
-Kafka picks
-"the partition to move" from a ``HashSet`` in places; that set's Java iteration order is emulated here.
+then moves partitions while the assignment is not balanced, preferring to give a partition back to its
+previous owner and undoing earlier moves rather than chaining new ones (``PartitionMovements``) so the result
+stays sticky. Kafka picks "the partition to move" from a ``HashSet`` in places; that set's Java iteration
+order is emulated here.
 """
 
 from __future__ import annotations

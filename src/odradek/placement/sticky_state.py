@@ -1,9 +1,9 @@
 """Shared state of one sticky assignment: partitions as int ids, members as indices, rack information.
 
 Partition ``topic-p`` has the id ``base[topic] + p`` where topics are numbered in name order, so sorting ids
-sorts
-by (topic, partition) -- the order Kafka's constrained builder walks -- without touching a ``TopicPartition``.
-``TopicPartition`` objects are only made at the edges (output and ``partitions_transferring_ownership``).
+sorts by (topic, partition) -- the order Kafka's constrained builder walks -- without touching a
+``TopicPartition``. ``TopicPartition`` objects are only made at the edges (output and
+``partitions_transferring_ownership``).
 """
 
 from __future__ import annotations
@@ -140,8 +140,7 @@ class StickyState:
 
     def sort_by_rack_consumers(self, partitions: list[int]) -> list[int]:
         """Stable sort by the number of consumers on the partition's racks (Kafka does it whenever any
-        consumer has a
-        rack, even if rack-aware assignment is off)."""
+        consumer has a rack, even if rack-aware assignment is off)."""
         counts = self.consumers_on_racks
         if counts is None:
             return partitions

@@ -2,9 +2,8 @@
 ``StickyAssignor``/``CooperativeStickyAssignor``.
 
 Eager sticky members carry their previous assignment and generation in user data (version 1: an int32-counted
-array
-of {int16-length UTF-8 topic, int32-counted int32 partitions}, then an int32 generation; version 0 lacks the
-generation).  Cooperative members carry only an int32 generation, their partitions travelling as owned
+array of {int16-length UTF-8 topic, int32-counted int32 partitions}, then an int32 generation; version 0 lacks
+the generation).  Cooperative members carry only an int32 generation, their partitions travelling as owned
 partitions.
 """
 
