@@ -18,11 +18,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
 from kio.serial import entity_writer
+from kio.static.primitive import Records
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import Connection
 from odradek.broker.server import Broker
 from odradek.protocol.framing import FrameError
+from odradek.protocol.records import encode_batch
+
+_batches = st.builds(
+    lambda n, v: bytes(encode_batch([(None, v, [])] * n, timestamp_ms=0)),
+    st.integers(1, 3),
+    st.binary(max_size=64),
+)
+st.register_type_strategy(Records, st.one_of(st.binary(max_size=128), _batches))
 
 
 class _NullWriter:

@@ -26,7 +26,7 @@ MAX_VERSION = 7
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     result_cls = nested(ctx, "CreatableTopicResult")
-    config_cls = nested(ctx, "CreatableTopicConfigs")
+    config_cls = nested(ctx, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
     counts = collections.Counter(t.name for t in request.topics)
     results = []
     for t in request.topics:
@@ -43,13 +43,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not request.validate_only:
                 record = await broker.create_topic(t.name, chosen, configs)
                 topic_id = record.topic_id
-            described = tuple(
-                config_cls(
-                    name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                    is_sensitive=e.sensitive,
+            if config_cls is not None:
+                described = tuple(
+                    config_cls(
+                        name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                        is_sensitive=e.sensitive,
+                    )
+                    for e in describe(validate_overrides(configs), broker.config.topic_defaults())
                 )
-                for e in describe(validate_overrides(configs), broker.config.topic_defaults())
-            )
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(
