@@ -264,20 +264,9 @@ class LogSegment:
         """Move all three files from ``...<old>`` to ``...<new>`` (e.g. ``.swap`` → ``""``)."""
         self.offset_index.ensure_file()
         self.time_index.ensure_file()
-        for path, setter in (
-            (self.log_path, self._set_log_path),
-            (self.offset_index.path, self.offset_index.rename),
-            (self.time_index.path, self.time_index.rename),
-        ):
-            name = path.name
-            stem = name[: len(name) - len(old)] if old else name
-            target = path.with_name(stem + new)
-            if setter is self._set_log_path:
-                os.replace(path, target)
-            setter(target)
-
-    def _set_log_path(self, path: Path) -> None:
-        self.log_path = path
+        self.log_path = _renamed(self.log_path, old, new)
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name[: len(index.path.name) - len(old)] + new))
 
     def delete_files(self) -> None:
         self.close()
@@ -286,3 +275,11 @@ class LogSegment:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+
+def _renamed(path: Path, old: str, new: str) -> Path:
+    if old and not path.name.endswith(old):
+        raise ValueError(f"{path.name} does not end with {old}")
+    target = path.with_name(path.name[: len(path.name) - len(old)] + new)
+    os.replace(path, target)
+    return target
