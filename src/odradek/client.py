@@ -57,7 +57,9 @@ class KafkaConnection:
         header_cls = schema.__header_schema__
         correlation = next(self._correlation)
         buf = io.BytesIO()
-        fields = {"request_api_key": i16(api_key), "request_api_version": i16(version), "correlation_id": i32(correlation)}
+        fields: dict[str, Any] = {
+            "request_api_key": i16(api_key), "request_api_version": i16(version), "correlation_id": i32(correlation),
+        }
         if "client_id" in header_cls.__dataclass_fields__:
             fields["client_id"] = self.client_id
         entity_writer(header_cls)(buf, header_cls(**fields))

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from odradek.broker.log import PartitionLog
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 
@@ -25,7 +26,7 @@ class FollowerState:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, plog: object, broker_id: int, clock: Clock) -> None:
+    def __init__(self, topic: str, index: int, plog: PartitionLog, broker_id: int, clock: Clock) -> None:
         self.topic = topic
         self.index = index
         self.log = plog
@@ -50,7 +51,7 @@ class Partition:
         self.isr = list(isr)
         now = self.clock.monotonic_ms()
         self.followers = {r: FollowerState(0, now) for r in replicas if r != self.broker_id}
-        self.log.assign_epoch(leader_epoch, self.log.log_end_offset)  # type: ignore[attr-defined]
+        self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
         self.maybe_advance_hw()
 
     def check_leader(self, leader_epoch: int = -1) -> None:
@@ -65,17 +66,17 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        return int(self.log.high_watermark)  # type: ignore[attr-defined]
+        return self.log.high_watermark
 
     def maybe_advance_hw(self) -> bool:
         """HW = min LEO over the ISR; on a leader alone in its ISR that is its own LEO."""
-        leo = self.log.log_end_offset  # type: ignore[attr-defined]
+        leo = self.log.log_end_offset
         candidate = leo
         for replica in self.isr:
             if replica != self.broker_id:
                 candidate = min(candidate, self.followers.get(replica, FollowerState()).log_end_offset)
         if candidate > self.high_watermark:
-            self.log.high_watermark = candidate  # type: ignore[attr-defined]
+            self.log.high_watermark = candidate
             self._wake(candidate)
             return True
         return False
@@ -84,7 +85,7 @@ class Partition:
         """A follower's fetch offset is its log end offset: the leader's only evidence of replication."""
         state = self.followers.setdefault(replica_id, FollowerState())
         state.log_end_offset = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:  # type: ignore[attr-defined]
+        if fetch_offset >= self.log.log_end_offset:
             state.last_caught_up_ms = self.clock.monotonic_ms()
         self.maybe_advance_hw()
 

@@ -57,16 +57,20 @@ class RequestContext:
         return _module_of(self.response_class)
 
 
-@functools.cache
 def _module_of(cls: type[Any]) -> types.ModuleType:
     import sys
 
     return sys.modules[cls.__module__]
 
 
-@functools.cache
+_FIELDS: dict[type[Any], frozenset[str]] = {}
+
+
 def _field_names(cls: type[Any]) -> frozenset[str]:
-    return frozenset(f.name for f in dataclasses.fields(cls))
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = frozenset(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def fit(cls: type[Any], **values: Any) -> Any:

@@ -40,15 +40,15 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     wanted: list[tuple[str, uuid.UUID, list[Any]]] = []
     unknown_ids: list[tuple[uuid.UUID, list[Any]]] = []
     for t in request.topics:
-        name = getattr(t, "topic", None)
-        topic_id = getattr(t, "topic_id", None)
         if ctx.api_version >= 13:
+            topic_id: uuid.UUID = t.topic_id or uuid.UUID(int=0)
             meta = broker.metadata.topic_by_id(topic_id)
             if meta is None:
                 unknown_ids.append((topic_id, list(t.partitions)))
                 continue
-            name = meta.name
+            name: str = meta.name
         else:
+            name = t.topic
             meta = broker.metadata.topics.get(name)
             topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
         wanted.append((name, topic_id, list(t.partitions)))
