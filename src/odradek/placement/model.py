@@ -6,8 +6,12 @@ hold a million partitions) and orders by topic then partition for free.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
 from typing import NamedTuple
 
 __all__ = ["BrokerMetadata", "PartitionInfo", "Subscription", "TopicPartition"]
@@ -76,11 +80,30 @@ class Subscription:
         return self._topic_set
 
 
-def partitions_of(topic: str, count: int) -> list[TopicPartition]:
-    """``[topic-0, ..., topic-(count-1)]`` built at C speed."""
-    from itertools import repeat
+_new_topic_partition = partial(tuple.__new__, TopicPartition)
 
-    return list(map(TopicPartition._make, zip(repeat(topic, count), range(count), strict=True)))
+
+def partitions_of(topic: str, count: int) -> list[TopicPartition]:
+    """``[topic-0, ..., topic-(count-1)]`` built at C speed (no Python-level ``__new__`` per partition)."""
+    return list(map(_new_topic_partition, zip(repeat(topic, count), range(count))))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building millions of acyclic objects.
+
+    Every 700 allocations CPython would otherwise run a collection that walks the young objects, and the older
+    generations get walked repeatedly as they grow; for a million ``TopicPartition`` tuples that is over half of
+    the time of a from-scratch assignment.  Tuples and lists of ints and strings create no cycles, so nothing is
+    lost by deferring collection to the end.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def iter_topic_partitions(pairs: Iterable[tuple[str, int]]) -> list[TopicPartition]:

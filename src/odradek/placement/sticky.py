@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .assignor_base import Assignor, PartitionsPerTopic, normalize_topics
-from .model import Subscription, TopicPartition
+from .model import Subscription, TopicPartition, gc_paused
 from .sticky_constrained import constrained_assign
 from .sticky_general import GeneralBuilder
 from .sticky_state import StickyState
@@ -47,6 +47,12 @@ class _AbstractStickyAssignor(Assignor):
         return self._general is None or self._general.movements.is_sticky()
 
     def assign(
+        self, partitions_per_topic: PartitionsPerTopic, subscriptions: Mapping[str, Subscription]
+    ) -> dict[str, list[TopicPartition]]:
+        with gc_paused():
+            return self._assign(partitions_per_topic, subscriptions)
+
+    def _assign(
         self, partitions_per_topic: PartitionsPerTopic, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, list[TopicPartition]]:
         member_ids = list(subscriptions)
@@ -163,13 +169,14 @@ class CooperativeStickyAssignor(_AbstractStickyAssignor):
     def assign(
         self, partitions_per_topic: PartitionsPerTopic, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, list[TopicPartition]]:
-        assignment = super().assign(partitions_per_topic, subscriptions)
-        transferring = self.partitions_transferring_ownership
-        if transferring is None:
-            transferring = _compute_transferring(subscriptions, assignment)
-        for tp, member in transferring.items():
-            assignment[member].remove(tp)
-        return assignment
+        with gc_paused():
+            assignment = self._assign(partitions_per_topic, subscriptions)
+            transferring = self.partitions_transferring_ownership
+            if transferring is None:
+                transferring = _compute_transferring(subscriptions, assignment)
+            for tp, member in transferring.items():
+                assignment[member].remove(tp)
+            return assignment
 
 
 def _compute_transferring(
