@@ -47,9 +47,7 @@ from .sticky_userdata import (
     encode_sticky_user_data,
 )
 
-ASSIGNORS = {
-    a.name: a for a in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)
-}
+ASSIGNORS = {a.name: a for a in (RangeAssignor, RoundRobinAssignor, StickyAssignor, CooperativeStickyAssignor)}
 
 __all__ = [
     "ASSIGNORS",

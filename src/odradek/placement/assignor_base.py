@@ -43,9 +43,7 @@ def normalize_topics(partitions_per_topic: PartitionsPerTopic) -> list[TopicMeta
         infos = sorted(value, key=lambda p: p.partition)
         for i, info in enumerate(infos):
             if info.partition != i:
-                raise ValueError(
-                    f"partitions of {topic} must be numbered 0..n-1, got {info.partition} at {i}"
-                )
+                raise ValueError(f"partitions of {topic} must be numbered 0..n-1, got {info.partition} at {i}")
         racks = [frozenset(r for r in info.replica_racks if r is not None) for info in infos]
         metas.append(TopicMeta(topic, len(infos), racks))
     return metas

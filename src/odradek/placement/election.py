@@ -29,9 +29,7 @@ __all__ = [
 ]
 
 
-def offline_leader(
-    assignment: Sequence[int], isr: Collection[int], live: Collection[int], unclean: bool
-) -> int | None:
+def offline_leader(assignment: Sequence[int], isr: Collection[int], live: Collection[int], unclean: bool) -> int | None:
     """First live in-sync replica in assignment order; if none and ``unclean``, the first live replica."""
     for replica in assignment:
         if replica in live and replica in isr:

@@ -85,7 +85,7 @@ _new_topic_partition = partial(tuple.__new__, TopicPartition)
 
 def partitions_of(topic: str, count: int) -> list[TopicPartition]:
     """``[topic-0, ..., topic-(count-1)]`` built at C speed (no Python-level ``__new__`` per partition)."""
-    return list(map(_new_topic_partition, zip(repeat(topic, count), range(count))))
+    return list(map(_new_topic_partition, zip(repeat(topic, count), range(count), strict=True)))
 
 
 @contextmanager

@@ -100,13 +100,9 @@ class RangeAssignor(Assignor):
         for meta in normalize_topics(partitions_per_topic):
             if meta.count == 0:
                 continue
-            members = sorted(
-                consumers_per_topic.get(meta.name, []), key=lambda m: member_sort_key(m, subscriptions[m])
-            )
+            members = sorted(consumers_per_topic.get(meta.name, []), key=lambda m: member_sort_key(m, subscriptions[m]))
             states.append(
-                _TopicState(
-                    meta.name, meta.count, meta.racks, members, consumer_racks, self.prefer_rack_aware_logic
-                )
+                _TopicState(meta.name, meta.count, meta.racks, members, consumer_racks, self.prefer_rack_aware_logic)
             )
         result: dict[str, list[tuple[str, int]]] = {m: [] for m in subscriptions}
         use_rack_aware = any(s.needs_rack_aware for s in states)
@@ -120,9 +116,7 @@ class RangeAssignor(Assignor):
         return {m: [TopicPartition(t, p) for t, p in lst] for m, lst in result.items()}
 
     @staticmethod
-    def _assign_ranges(
-        state: _TopicState, rack_match: bool, result: dict[str, list[tuple[str, int]]]
-    ) -> None:
+    def _assign_ranges(state: _TopicState, rack_match: bool, result: dict[str, list[tuple[str, int]]]) -> None:
         for consumer in state.consumers:
             if not state.unassigned:
                 break
@@ -139,9 +133,7 @@ class RangeAssignor(Assignor):
             result[consumer].extend((state.topic, p) for p in take)
             state.on_assigned(consumer, take)
 
-    def _assign_with_rack_matching(
-        self, states: list[_TopicState], result: dict[str, list[tuple[str, int]]]
-    ) -> None:
+    def _assign_with_rack_matching(self, states: list[_TopicState], result: dict[str, list[tuple[str, int]]]) -> None:
         # Kafka groups topics by their consumer->rack map in a HashMap, then by partition count in another
         # HashMap; both iteration orders are reproduced so shared consumers see the same capacity sequence.
         groups: dict[tuple[tuple[str, str | None], ...], list[_TopicState]] = {}
@@ -149,8 +141,7 @@ class RangeAssignor(Assignor):
             groups.setdefault(tuple(state.consumer_racks.items()), []).append(state)
         keys = list(groups)
         hashes = [
-            sum(string_hash(c) ^ (string_hash(r) if r is not None else 0) for c, r in key) & 0xFFFFFFFF
-            for key in keys
+            sum(string_hash(c) ^ (string_hash(r) if r is not None else 0) for c, r in key) & 0xFFFFFFFF for key in keys
         ]
         for gi in hashmap_order(hashes):
             by_count: dict[int, list[_TopicState]] = {}
@@ -174,11 +165,7 @@ class RangeAssignor(Assignor):
         remaining = [c for c, _ in consumers]
         for p in range(num_partitions):
             match = next(
-                (
-                    c
-                    for c in remaining
-                    if all(t.racks_match(c, p) and t.max_assignable(c) > 0 for t in states)
-                ),
+                (c for c in remaining if all(t.racks_match(c, p) and t.max_assignable(c) > 0 for t in states)),
                 None,
             )
             if match is None:

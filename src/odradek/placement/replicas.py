@@ -86,9 +86,7 @@ def assign_replicas_to_brokers(
     rack_of: dict[int, str] = {}
     for b in brokers:
         if b.rack is None:
-            raise AdminOperationException(
-                "Not all brokers have rack information for replica rack aware assignment."
-            )
+            raise AdminOperationException("Not all brokers have rack information for replica rack aware assignment.")
         rack_of[b.id] = b.rack
     arranged = rack_alternated_broker_list(rack_of)
     n = len(arranged)

@@ -13,7 +13,9 @@ from itertools import compress
 
 from .sticky_state import StickyState
 
-__all__ = ["constrained_assign"]
+__all__ = ["AssignmentError", "constrained_assign"]
+
+_INVERT = bytes([1, 0]) + bytes(254)  # bytes.translate table flipping a 0/1 mark
 
 
 class AssignmentError(RuntimeError):
@@ -38,6 +40,7 @@ def constrained_assign(
     assigned_mark = bytearray(total)
     any_assigned = False
     rack_aware = state.rack_aware
+    pt_key = state.partition_topic_key if any(len(p) > 1 for p in owned) else []
 
     for m in range(n_members):
         parts = owned[m]
@@ -50,7 +53,9 @@ def constrained_assign(
                     kept.append(g)
             parts = kept
         if len(parts) > 1:
-            parts = sorted(parts, key=state.partition_topic_key)
+            keys = list(map(pt_key.__getitem__, parts))
+            if keys != sorted(keys):
+                parts = sorted(parts, key=pt_key.__getitem__)
         if multi_owned and parts:
             parts = _remove_first_occurrences(parts, multi_owned)
         if len(parts) < min_q:
@@ -75,10 +80,7 @@ def constrained_assign(
             for g in keep:
                 assigned_mark[g] = 1
 
-    if any_assigned:
-        unassigned = list(compress(range(total), (b ^ 1 for b in assigned_mark)))
-    else:
-        unassigned = list(range(total))
+    unassigned = list(compress(range(total), assigned_mark.translate(_INVERT))) if any_assigned else list(range(total))
     keys = state.member_keys
     under.sort(key=keys.__getitem__)
     exact.sort(key=keys.__getitem__)

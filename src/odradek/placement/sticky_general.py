@@ -139,9 +139,7 @@ class GeneralBuilder:
         for m in range(n_members):
             for g in owned[m]:
                 self.owner[g] = m
-        topic_order = sorted(
-            range(n_topics), key=lambda r: (len(self.topic_consumers[r]), state.topic_names[r])
-        )
+        topic_order = sorted(range(n_topics), key=lambda r: (len(self.topic_consumers[r]), state.topic_names[r]))
         self.sorted_all: list[int] = []
         for r in topic_order:
             self.sorted_all.extend(range(state.base[r], state.base[r] + counts[r]))
