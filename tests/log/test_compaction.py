@@ -124,7 +124,7 @@ def test_interrupted_swap_is_completed_on_open(open_log, clock, tmp_path):
     cleaner = LogCleaner(clock)
     original_replace = log.replace_segments
 
-    def crash_after_swap(old, cleaned, suffix):
+    def crash_after_swap(old, cleaned, suffix, truncations):
         cleaned.rename_suffix(suffix, ".swap")
         raise RuntimeError("simulated crash")
 

@@ -112,3 +112,39 @@ def test_configs_resolve_overrides_over_broker_defaults(tmp_path, clock):
     assert plog.config.compact and plog.config.segment_bytes == 5000
     assert isinstance(plog.config, LogConfig)
     manager.close()
+
+
+def _compacted_partition(manager):
+    plog = manager.get_or_create(
+        "__consumer_offsets", 0,
+        {"cleanup.policy": "compact", "segment.bytes": "600", "min.cleanable.dirty.ratio": "0.1"},
+    )
+    for r in range(8):
+        for k in range(3):
+            buf, headers = batch(values=[(f"group{k}".encode(), f"offset{r}".encode() * 5)])
+            plog.append_as_leader(buf, headers, 0, T0)
+    plog.high_watermark = plog.log_end_offset
+    return plog
+
+
+def test_tick_compacts_compacted_topics_inline(tmp_path, clock):
+    manager = LogManager(tmp_path, clock, background_cleaning=False)
+    manager.load()
+    plog = _compacted_partition(manager)
+    before = len(read_all(plog))
+    manager.tick(clock.now_ms())
+    after = read_all(plog)
+    assert len(after) < before
+    assert {k: v for _, k, v in after} == {f"group{k}".encode(): b"offset7" * 5 for k in range(3)}
+    manager.close()
+
+
+def test_tick_compacts_on_the_cleaner_thread(tmp_path, clock):
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    plog = _compacted_partition(manager)
+    before = len(read_all(plog))
+    manager.tick(clock.now_ms())
+    manager.wait_for_cleaner(timeout_s=30)
+    assert len(read_all(plog)) < before
+    manager.close()

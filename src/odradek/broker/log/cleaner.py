@@ -65,8 +65,16 @@ class LogCleaner:
         self._first_dirty: dict[Path, int] = {}
 
     def maybe_clean(self, plog: PartitionLog, now_ms: int) -> CleanStats | None:
+        """Clean ``plog`` if its dirty ratio (or max.compaction.lag.ms) calls for it.
+
+        Only the decision holds the log's lock. Reading, filtering and writing the new segment run without it
+        (non-active segments are immutable), so appends continue meanwhile; the swap re-checks under the lock.
+        """
         with plog.lock:
+            if plog.offline:
+                return None
             cleanable = self._cleanable_segments(plog, now_ms)
+            truncations = plog.truncations
             if not cleanable:
                 return None
             first_dirty = max(self._first_dirty.get(plog.directory, 0), plog.log_start_offset)
@@ -81,9 +89,10 @@ class LogCleaner:
                 dirty_bytes / total < plog.config.min_cleanable_dirty_ratio and not overdue
             ):
                 return None
-            stats = self.clean(plog, cleanable, now_ms)
+        stats = self.clean(plog, cleanable, now_ms, truncations)
+        if stats is not None:
             self._first_dirty[plog.directory] = cleanable[-1].next_offset
-            return stats
+        return stats
 
     def _cleanable_segments(self, plog: PartitionLog, now_ms: int) -> list[LogSegment]:
         lag = plog.config.min_compaction_lag_ms
@@ -96,39 +105,63 @@ class LogCleaner:
             out.append(segment)
         return out
 
-    def clean(self, plog: PartitionLog, segments: list[LogSegment], now_ms: int) -> CleanStats:
-        """Compact ``segments`` (a run of the log's oldest non-active segments) in place."""
-        latest = _latest_offsets(segments)
-        horizon = now_ms - plog.config.delete_retention_ms
+    def clean(
+        self, plog: PartitionLog, segments: list[LogSegment], now_ms: int, truncations: int | None = None
+    ) -> CleanStats | None:
+        """Compact ``segments`` (a run of the log's oldest non-active segments); None if the log changed
+        meanwhile and the work was discarded."""
+        if truncations is None:
+            truncations = plog.truncations
+        config = plog.config
+        before = sum(s.size for s in segments)
+        try:
+            latest = _latest_offsets(segments)
+        except OSError as exc:  # a segment deleted under us: the swap would be refused anyway
+            log.info("partition %s: compaction abandoned: %s", plog.name, exc)
+            return None
+        horizon = now_ms - config.delete_retention_ms
         removed = 0
-        groups = _group(segments, plog.config.segment_bytes)
         results: list[LogSegment] = []
-        for group in groups:
-            cleaned = LogSegment(plog.directory, group[0].base_offset, plog.config.index_interval_bytes,
-                                 plog.config.segment_index_bytes, now_ms, suffix=CLEANED_SUFFIX)
-            for segment in group:
-                drop_tombstones = 0 <= segment.max_timestamp < horizon
-                out = bytearray()
-                stamped: list[tuple[int, BatchHeader]] = []
-                for raw, header in _batches(segment):
-                    kept, dropped = _filter_batch(raw, header, latest, drop_tombstones)
-                    removed += dropped
-                    if kept is None:
-                        continue
-                    stamped.append((len(out), kept[1]))
-                    out += kept[0]
-                if out:
-                    cleaned.append(out, stamped)
-            cleaned.on_become_inactive()
-            cleaned.flush()
-            plog.replace_segments(group, cleaned, CLEANED_SUFFIX)
+        for group in _group(segments, config.segment_bytes):
+            cleaned = LogSegment(plog.directory, group[0].base_offset, config.index_interval_bytes,
+                                 config.segment_index_bytes, now_ms, suffix=CLEANED_SUFFIX)
+            try:
+                for segment in group:
+                    removed += _copy_retained(segment, cleaned, latest, 0 <= segment.max_timestamp < horizon)
+                cleaned.on_become_inactive()
+                cleaned.flush()
+            except OSError as exc:
+                cleaned.delete_files()
+                log.warning("partition %s: compaction abandoned: %s", plog.name, exc)
+                return None
+            if not plog.replace_segments(group, cleaned, CLEANED_SUFFIX, truncations):
+                cleaned.delete_files()
+                log.info("partition %s: log changed during compaction; output discarded", plog.name)
+                return None
             results.append(cleaned)
-        stats = CleanStats(len(segments), len(results), sum(s.size for s in segments),
-                           sum(s.size for s in results), removed)
+        stats = CleanStats(len(segments), len(results), before, sum(s.size for s in results), removed)
         log.info("partition %s: compacted %d segments into %d, %d -> %d bytes, %d records removed",
                  plog.name, stats.segments_before, stats.segments_after, stats.bytes_before,
                  stats.bytes_after, stats.records_removed)
         return stats
+
+
+def _copy_retained(
+    segment: LogSegment, cleaned: LogSegment, latest: dict[bytes, int], drop_tombstones: bool
+) -> int:
+    """Append what survives of ``segment`` to ``cleaned``; returns the number of records removed."""
+    out = bytearray()
+    stamped: list[tuple[int, BatchHeader]] = []
+    removed = 0
+    for raw, header in _batches(segment):
+        kept, dropped = _filter_batch(raw, header, latest, drop_tombstones)
+        removed += dropped
+        if kept is not None:
+            stamped.append((len(out), kept[1]))
+            out += kept[0]
+    if out:
+        cleaned.append(out, stamped)
+    return removed
 
 
 def _batches(segment: LogSegment) -> Iterator[tuple[bytes, BatchHeader]]:

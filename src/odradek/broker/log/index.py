@@ -29,6 +29,7 @@ class _SparseIndex:
         self.keys = array("q")
         self.values = array("q")
         self._fd = -1
+        self._written = 0  # entries already in the file; the rest are written by flush/close
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -48,9 +49,15 @@ class _SparseIndex:
     def _unpack(self, raw: bytes, pos: int) -> tuple[int, int]:
         raise NotImplementedError
 
-    def _write_entry(self, key: int, value: int) -> None:
-        fd = self._open()
-        os.pwrite(fd, self._pack(key, value), (len(self.keys) - 1) * self.entry.size)
+    def write_pending(self) -> None:
+        """Append the entries not yet in the file with one write. Entries are buffered because an index is
+        derived data: after a crash, every segment past the recovery point has its indexes rebuilt anyway."""
+        count = len(self.keys)
+        if self._written == count:
+            return
+        raw = b"".join(self._pack(self.keys[i], self.values[i]) for i in range(self._written, count))
+        os.pwrite(self._open(), raw, self._written * self.entry.size)
+        self._written = count
 
     def ensure_file(self) -> None:
         self._open()
@@ -71,23 +78,29 @@ class _SparseIndex:
             keys.append(key)
             values.append(value)
         self.keys, self.values = keys, values
+        self._written = len(keys)
         return True
 
     def reset(self) -> None:
         self.keys, self.values = array("q"), array("q")
         os.ftruncate(self._open(), 0)
+        self._written = 0
 
     def truncate_entries(self, count: int) -> None:
         if count >= len(self.keys):
             return
         del self.keys[count:], self.values[count:]
-        os.ftruncate(self._open(), count * self.entry.size)
+        if count < self._written:
+            os.ftruncate(self._open(), count * self.entry.size)
+            self._written = count
 
     def flush(self) -> None:
+        self.write_pending()
         if self._fd >= 0:
             os.fsync(self._fd)
 
     def close(self) -> None:
+        """Release the descriptor; pending entries are dropped unless :meth:`flush` ran (a clean close does)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -114,7 +127,6 @@ class OffsetIndex(_SparseIndex):
             return
         self.keys.append(offset)
         self.values.append(position)
-        self._write_entry(offset, position)
 
     def lookup(self, offset: int) -> int:
         """Position to start scanning for ``offset``: the batch holding it lies at or after this point."""
@@ -157,7 +169,6 @@ class TimeIndex(_SparseIndex):
             return
         self.keys.append(timestamp)
         self.values.append(offset)
-        self._write_entry(timestamp, offset)
 
     def offset_before(self, timestamp: int) -> int | None:
         """Offset of the last entry whose timestamp is < ``timestamp``: every batch up to there is older."""

@@ -8,6 +8,7 @@ done, so a crash later is recognised as unclean. """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import shutil
 import uuid
@@ -44,6 +45,7 @@ class LogManager:
         broker_id: int | None = None,
         cluster_id: str | None = None,
         checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS,
+        background_cleaning: bool = True,
     ) -> None:
         """``defaults`` are the broker's topic-config defaults keyed by topic-config name
         (``retention.ms``...), as :func:`odradek.broker.topic_config.broker_defaults_from_properties` produces
@@ -57,6 +59,14 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._overrides: dict[str, dict[str, object]] = {}
         self._cleaner = LogCleaner(clock)
+        # Compaction decodes whole segments in Python: it runs on one worker thread (Kafka's cleaner thread) so
+        # the event loop keeps serving; tests pass background_cleaning=False to run it inline and deterministic.
+        self._cleaner_pool = (
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="odradek-log-cleaner")
+            if background_cleaning
+            else None
+        )
+        self._cleaning: dict[TopicPartition, concurrent.futures.Future[None]] = {}
         self._last_checkpoint_ms = clock.now_ms()
         self._loaded = False
 
@@ -164,8 +174,7 @@ class LogManager:
         plog = self._logs.pop((topic, partition), None)
         directory = self.data_dir / partition_dir_name(topic, partition)
         if plog is not None:
-            for segment in plog.segments:
-                segment.close()
+            plog.detach()
         if not directory.exists():
             return
         doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
@@ -195,13 +204,35 @@ class LogManager:
                 continue
             try:
                 plog.tick(now_ms)
-                if plog.config.compact:
-                    self._cleaner.maybe_clean(plog, now_ms)
             except KafkaError as exc:
                 log.error("background work on %s-%d failed: %s", topic, partition, exc)
+            if plog.config.compact:
+                self._schedule_cleaning((topic, partition), plog, now_ms)
         if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
             self.checkpoint()
             self._last_checkpoint_ms = now_ms
+
+    def _schedule_cleaning(self, tp: TopicPartition, plog: PartitionLog, now_ms: int) -> None:
+        if self._cleaner_pool is None:
+            self._clean((tp, plog, now_ms))
+            return
+        running = self._cleaning.get(tp)
+        if running is not None and not running.done():
+            return
+        self._cleaning[tp] = self._cleaner_pool.submit(self._clean, (tp, plog, now_ms))
+
+    def _clean(self, job: tuple[TopicPartition, PartitionLog, int]) -> None:
+        (topic, partition), plog, now_ms = job
+        try:
+            self._cleaner.maybe_clean(plog, now_ms)
+        except KafkaError as exc:  # the log took itself offline; it says so in its own log line
+            log.error("compaction of %s-%d failed: %s", topic, partition, exc)
+        except Exception:
+            log.exception("compaction of %s-%d failed", topic, partition)
+
+    def wait_for_cleaner(self, timeout_s: float | None = None) -> None:
+        """Block until scheduled compactions have finished (shutdown and tests)."""
+        concurrent.futures.wait(list(self._cleaning.values()), timeout=timeout_s)
 
     def checkpoint(self) -> None:
         """Write the three broker-level offset checkpoints (each atomically)."""
@@ -219,6 +250,8 @@ class LogManager:
 
     def close(self) -> None:
         """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
+        if self._cleaner_pool is not None:
+            self._cleaner_pool.shutdown(wait=True, cancel_futures=True)
         clean = True
         for (topic, partition), plog in list(self._logs.items()):
             try:

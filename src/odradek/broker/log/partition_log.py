@@ -114,6 +114,7 @@ class PartitionLog:
         self._bases: list[int] = []
         self._pending_flush: list[LogSegment] = []
         self._roll_jitter: dict[int, int] = {}
+        self._truncations = 0
         directory.mkdir(parents=True, exist_ok=True)
         self._epochs = LeaderEpochCache(directory / EPOCH_FILE)
         self._producers = ProducerStateManager()
@@ -634,6 +635,7 @@ class PartitionLog:
             self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self._truncations += 1
         leo = self.log_end_offset
         self._epochs.truncate_from_end(leo)
         self._recovery_point = min(self._recovery_point, leo)
@@ -762,6 +764,13 @@ class PartitionLog:
             for segment in self._segments:
                 segment.close()
 
+    def detach(self) -> None:
+        """Close every file and refuse further use (the manager is about to delete the directory)."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._offline = True
+
     def delete(self) -> None:
         """Remove the partition's directory and everything in it (the log must not be used afterwards)."""
         with self._lock:
@@ -770,11 +779,27 @@ class PartitionLog:
             self._offline = True
             shutil.rmtree(self.directory, ignore_errors=True)
 
-    def replace_segments(self, old: list[LogSegment], cleaned: LogSegment, suffix: str) -> None:
-        """Swap compacted output in for ``old`` (consecutive, non-active): ``<suffix>`` files become
-        ``.swap``, the old segments go, the swap files take the first one's name. Loading completes a crash in
-        between."""
-        with self._lock, self._disk("compaction swap"):
+    def replace_segments(
+        self, old: list[LogSegment], cleaned: LogSegment, suffix: str, truncations: int
+    ) -> bool:
+        """Swap compacted output in for ``old`` (consecutive, non-active): ``<suffix>`` files become ``.swap``,
+        the old segments go, the swap files take the first one's name. Loading completes a crash in between.
+
+        The cleaner builds its output without holding the lock, so this refuses (False) when the log changed
+        underneath it: a segment deleted by retention, or any truncation since ``truncations`` was read.
+        """
+        with self._lock:
+            if (
+                self._offline
+                or truncations != self._truncations
+                or any(s not in self._segments or s is self._active for s in old)
+            ):
+                return False
+            self._swap_in(old, cleaned, suffix)
+            return True
+
+    def _swap_in(self, old: list[LogSegment], cleaned: LogSegment, suffix: str) -> None:
+        with self._disk("compaction swap"):
             cleaned.rename_suffix(suffix, SWAP_SUFFIX)
             checkpoint.fsync_dir(self.directory)
             for segment in old:
@@ -784,6 +809,11 @@ class PartitionLog:
             i = bisect.bisect_left(self._bases, cleaned.base_offset)
             self._segments.insert(i, cleaned)
             self._bases.insert(i, cleaned.base_offset)
+
+    @property
+    def truncations(self) -> int:
+        """How many truncations this log has seen (the cleaner's staleness check)."""
+        return self._truncations
 
     # --- internals exposed to the cleaner -------------------------------------------------------------------
 
