@@ -188,8 +188,7 @@ async def test_sequential_nodes_are_unique_and_ordered_under_concurrency(
 
         async def burst(session: Session) -> list[str]:
             return [
-                await session.create("/isr_change_notification/isr_change_", b"{}", sequential=True)
-                for _ in range(15)
+                await session.create("/isr_change_notification/isr_change_", b"{}", sequential=True) for _ in range(15)
             ]
 
         bursts = await asyncio.gather(*(burst(s) for s in sessions))
@@ -330,9 +329,7 @@ async def test_bulk_calls_return_one_result_or_error_each(make_backend: BackendF
         s = await backend.session()
         await s.create("/bulk")
         paths = [f"/bulk/{i}" for i in range(50)]
-        created = await s.create_many(
-            [Create(p, str(i).encode()) for i, p in enumerate(paths)] + [Create("/no/p")]
-        )
+        created = await s.create_many([Create(p, str(i).encode()) for i, p in enumerate(paths)] + [Create("/no/p")])
         assert created[:50] == paths and isinstance(created[50], NoNodeError)
         again = await s.create_many([Create(paths[0])])
         assert isinstance(again[0], NodeExistsError) and again[0].path == paths[0]

@@ -131,9 +131,7 @@ async def test_zookeeper_short_partition_keeps_the_session_and_its_watches(
 
 
 @pytest.mark.zookeeper
-async def test_zookeeper_long_partition_expires_the_session(
-    zookeeper: LocalZooKeeper, proxy: CuttableProxy
-) -> None:
+async def test_zookeeper_long_partition_expires_the_session(zookeeper: LocalZooKeeper, proxy: CuttableProxy) -> None:
     direct, via_proxy, observer, broker = await _partitioned_session(zookeeper, proxy, unique_chroot(), 2000)
     try:
         await broker.create("/controller", b"{}", ephemeral=True)

@@ -37,13 +37,8 @@ def test_paths_are_kafkas() -> None:
         "/admin/reassign_partitions",
         "/admin/preferred_replica_election",
     )
-    assert (
-        z.sequence_number("/isr_change_notification/isr_change_0000000042", z.ISR_CHANGE_PREFIX)
-        == "0000000042"
-    )
-    assert (
-        z.sequence_number("/config/changes/config_change_0000000001", z.CONFIG_CHANGE_PREFIX) == "0000000001"
-    )
+    assert z.sequence_number("/isr_change_notification/isr_change_0000000042", z.ISR_CHANGE_PREFIX) == "0000000042"
+    assert z.sequence_number("/config/changes/config_change_0000000001", z.CONFIG_CHANGE_PREFIX) == "0000000001"
     with pytest.raises(ValueError):
         z.sequence_number("/isr_change_notification/other_1", z.ISR_CHANGE_PREFIX)
 
@@ -209,9 +204,7 @@ def test_partition_state_round_trips(leader: int, epoch: int, isr: list[int], co
     assert z.PartitionState.from_json(state.to_json(), "/p") == state
 
 
-@given(
-    st.dictionaries(st.integers(0, 500), st.lists(st.integers(0, 100), min_size=1, max_size=4), max_size=8)
-)
+@given(st.dictionaries(st.integers(0, 500), st.lists(st.integers(0, 100), min_size=1, max_size=4), max_size=8))
 def test_topic_assignment_round_trips(assignment: dict[int, list[int]]) -> None:
     value = z.TopicAssignment({p: tuple(r) for p, r in assignment.items()})
     assert z.TopicAssignment.from_json(value.to_json(), "/brokers/topics/t") == value

@@ -242,9 +242,7 @@ class EmbeddedBackend(Backend):
         events.append((EventType.CHILD, parent_path))
         return path
 
-    def _set(
-        self, path: str, data: bytes, expected: int, zxid: int, undo: _Undo | None, events: _Events
-    ) -> Stat:
+    def _set(self, path: str, data: bytes, expected: int, zxid: int, undo: _Undo | None, events: _Events) -> Stat:
         node = self._nodes.get(path)
         if node is None:
             raise NoNodeError(path)
@@ -395,9 +393,7 @@ class EmbeddedSession(Session):
     ) -> str:
         return self._create_now(path, data, ephemeral, sequential, make_parents)
 
-    def _create_now(
-        self, path: str, data: bytes, ephemeral: bool, sequential: bool, make_parents: bool
-    ) -> str:
+    def _create_now(self, path: str, data: bytes, ephemeral: bool, sequential: bool, make_parents: bool) -> str:
         backend = self._usable()
         events: _Events = []
         if make_parents:
@@ -444,9 +440,7 @@ class EmbeddedSession(Session):
     async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
         return (await self.children_with_stat(path, watch))[0]
 
-    async def children_with_stat(
-        self, path: str, watch: WatchCallback | None = None
-    ) -> tuple[list[str], Stat]:
+    async def children_with_stat(self, path: str, watch: WatchCallback | None = None) -> tuple[list[str], Stat]:
         backend = self._usable()
         node = backend._nodes.get(path)
         if node is None:
@@ -474,9 +468,7 @@ class EmbeddedSession(Session):
             try:
                 if isinstance(op, Create):
                     results.append(
-                        backend._create(
-                            op.path, op.data, op.ephemeral, op.sequential, self, zxid, undo, events
-                        )
+                        backend._create(op.path, op.data, op.ephemeral, op.sequential, self, zxid, undo, events)
                     )
                 elif isinstance(op, SetData):
                     results.append(backend._set(op.path, op.data, op.expected_version, zxid, undo, events))

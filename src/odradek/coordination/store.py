@@ -283,9 +283,7 @@ class Session(abc.ABC):
         deletion."""
 
     @abc.abstractmethod
-    async def children_with_stat(
-        self, path: str, watch: WatchCallback | None = None
-    ) -> tuple[list[str], Stat]: ...
+    async def children_with_stat(self, path: str, watch: WatchCallback | None = None) -> tuple[list[str], Stat]: ...
 
     @abc.abstractmethod
     async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:

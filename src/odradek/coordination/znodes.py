@@ -269,11 +269,7 @@ class TopicPartition(NamedTuple):
 def _partition_list(js: _Json) -> frozenset[TopicPartition]:
     out = set()
     for entry in js.list_of_objs("partitions"):
-        out.add(
-            TopicPartition(
-                js.string("topic", entry.get("topic")), js.integer("partition", entry.get("partition"))
-            )
-        )
+        out.add(TopicPartition(js.string("topic", entry.get("topic")), js.integer("partition", entry.get("partition"))))
     return frozenset(out)
 
 
@@ -580,9 +576,7 @@ class PartitionReassignment:
         js.version((1,))
         out: dict[TopicPartition, tuple[int, ...]] = {}
         for entry in js.list_of_objs("partitions"):
-            tp = TopicPartition(
-                js.string("topic", entry.get("topic")), js.integer("partition", entry.get("partition"))
-            )
+            tp = TopicPartition(js.string("topic", entry.get("topic")), js.integer("partition", entry.get("partition")))
             if tp in out:
                 raise js.fail(f"{tp.topic}-{tp.partition} appears twice")
             out[tp] = tuple(js.integers("replicas", entry.get("replicas")))
