@@ -148,3 +148,18 @@ def test_tick_compacts_on_the_cleaner_thread(tmp_path, clock):
     manager.wait_for_cleaner(timeout_s=30)
     assert len(read_all(plog)) < before
     manager.close()
+
+
+def test_rolled_segments_are_fsynced_on_the_flusher_thread(tmp_path, clock):
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    plog = manager.get_or_create("t", 0, {"segment.bytes": "400"})
+    for _ in range(12):
+        buf, headers = batch(1, value=b"p" * 80)
+        plog.append_as_leader(buf, headers, 0, T0)
+    assert plog.recovery_point == 0 and plog.has_rolled_unflushed
+    manager.tick(clock.now_ms())
+    manager.wait_for_cleaner(timeout_s=30)
+    assert not plog.has_rolled_unflushed
+    assert plog.recovery_point == plog.segments[-1].base_offset > 0
+    manager.close()

@@ -67,6 +67,13 @@ class LogManager:
             else None
         )
         self._cleaning: dict[TopicPartition, concurrent.futures.Future[None]] = {}
+        # fsyncs of rolled segments likewise run on their own thread, never delayed behind a compaction.
+        self._flusher_pool = (
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="odradek-log-flusher")
+            if background_cleaning
+            else None
+        )
+        self._flushing: dict[TopicPartition, concurrent.futures.Future[None]] = {}
         self._last_checkpoint_ms = clock.now_ms()
         self._loaded = False
 
@@ -203,7 +210,9 @@ class LogManager:
             if plog.offline:
                 continue
             try:
-                plog.tick(now_ms)
+                plog.tick(now_ms, flush_rolled=self._flusher_pool is None)
+                if self._flusher_pool is not None:
+                    self._schedule_flush((topic, partition), plog)
             except KafkaError as exc:
                 log.error("background work on %s-%d failed: %s", topic, partition, exc)
             if plog.config.compact:
@@ -221,6 +230,20 @@ class LogManager:
             return
         self._cleaning[tp] = self._cleaner_pool.submit(self._clean, (tp, plog, now_ms))
 
+    def _schedule_flush(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        assert self._flusher_pool is not None
+        running = self._flushing.get(tp)
+        if (running is not None and not running.done()) or not plog.has_rolled_unflushed:
+            return
+        self._flushing[tp] = self._flusher_pool.submit(self._flush_rolled, tp, plog)
+
+    @staticmethod
+    def _flush_rolled(tp: TopicPartition, plog: PartitionLog) -> None:
+        try:
+            plog.flush_rolled_segments()
+        except KafkaError as exc:
+            log.error("flushing rolled segments of %s-%d failed: %s", tp[0], tp[1], exc)
+
     def _clean(self, job: tuple[TopicPartition, PartitionLog, int]) -> None:
         (topic, partition), plog, now_ms = job
         try:
@@ -231,8 +254,8 @@ class LogManager:
             log.exception("compaction of %s-%d failed", topic, partition)
 
     def wait_for_cleaner(self, timeout_s: float | None = None) -> None:
-        """Block until scheduled compactions have finished (shutdown and tests)."""
-        concurrent.futures.wait(list(self._cleaning.values()), timeout=timeout_s)
+        """Block until scheduled compactions and flushes have finished (shutdown and tests)."""
+        concurrent.futures.wait([*self._cleaning.values(), *self._flushing.values()], timeout=timeout_s)
 
     def checkpoint(self) -> None:
         """Write the three broker-level offset checkpoints (each atomically)."""
@@ -250,8 +273,9 @@ class LogManager:
 
     def close(self) -> None:
         """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
-        if self._cleaner_pool is not None:
-            self._cleaner_pool.shutdown(wait=True, cancel_futures=True)
+        for pool in (self._cleaner_pool, self._flusher_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         clean = True
         for (topic, partition), plog in list(self._logs.items()):
             try:

@@ -352,6 +352,10 @@ class PartitionLog:
             self._high_watermark = min(max(value, self._log_start_offset), self.log_end_offset)
 
     @property
+    def has_rolled_unflushed(self) -> bool:
+        return bool(self._pending_flush)
+
+    @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -480,15 +484,34 @@ class PartitionLog:
             self._recovery_point = self.log_end_offset
             self._last_flush_ms = self.clock.now_ms()
 
-    def _flush_rolled(self) -> None:
-        """fsync rolled segments; the recovery point moves to the active segment's base."""
-        if not self._pending_flush:
-            return
-        with self._disk("flush"):
-            for segment in self._pending_flush:
+    def flush_rolled_segments(self) -> None:
+        """fsync the segments rolled since the last call and advance the recovery point past them.
+
+        The fsyncs run without the lock: a rolled 1 GiB segment can take seconds to reach the disk and appends
+        to the new active segment must not wait for it (Kafka flushes rolled segments on a scheduler thread for
+        the same reason). Rolled segments never change, so only deletion or truncation can race with this.
+        """
+        with self._lock:
+            if self._offline or not self._pending_flush:
+                return
+            pending = list(self._pending_flush)
+            truncations = self._truncations
+        failure: OSError | None = None
+        try:
+            for segment in pending:
                 segment.flush()
-            self._pending_flush.clear()
-            self._recovery_point = max(self._recovery_point, self._active.base_offset)
+        except OSError as exc:
+            failure = exc
+        with self._lock:
+            if truncations != self._truncations or any(s not in self._segments for s in pending):
+                return  # the log changed underneath; whatever remains pending is flushed next time
+            if failure is not None:
+                with self._disk("flush"):
+                    raise failure
+            for segment in pending:
+                if segment in self._pending_flush:
+                    self._pending_flush.remove(segment)
+            self._recovery_point = max(self._recovery_point, min(pending[-1].next_offset, self.log_end_offset))
 
     # --- reads ----------------------------------------------------------------------------------------------
 
@@ -682,12 +705,14 @@ class PartitionLog:
             for segment in self._segments:
                 segment.index_interval_bytes = config.index_interval_bytes
 
-    def tick(self, now_ms: int) -> None:
-        """Flush by flush.ms, fsync rolled segments, apply retention, expire idle producers."""
+    def tick(self, now_ms: int, flush_rolled: bool = True) -> None:
+        """Flush by flush.ms, apply retention, expire idle producers, and (unless the caller does it on another
+        thread, as LogManager does) fsync rolled segments."""
+        if flush_rolled:
+            self.flush_rolled_segments()
         with self._lock:
             if self._offline:
                 return
-            self._flush_rolled()
             if now_ms - self._last_flush_ms >= self.config.flush_ms and (
                 self._active.unflushed or self._recovery_point < self.log_end_offset
             ):
