@@ -18,7 +18,6 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import logging
@@ -159,9 +158,9 @@ def _resolve(waiter: Any, value: Any) -> None:
 class GroupCoordinator:
     """Every classic group whose ``__consumer_offsets`` partition this broker has loaded.
 
-    ``autostart_timers``: start a background task on the running loop that calls :meth:`tick` at each deadline
-    (the broker's default). Unit tests pass False and call :meth:`tick` themselves after advancing a
-    ManualClock.
+    Deadlines are wall-clock milliseconds of the injected clock, as Kafka's are. The broker calls :meth:`tick`
+    periodically (every 100 ms or so) to fire the ones that passed; requests that make a deadline due at once
+    (an initial rebalance delay of 0, a member leaving) fire it themselves, so no answer waits for a tick.
     """
 
     def __init__(
@@ -170,8 +169,6 @@ class GroupCoordinator:
         clock: Clock,
         offsets_log: OffsetsLog,
         config: GroupConfig | None = None,
-        *,
-        autostart_timers: bool = True,
     ) -> None:
         self.broker_id = broker_id
         self.config = config or GroupConfig()
@@ -187,14 +184,10 @@ class GroupCoordinator:
         self._timers: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._autostart = autostart_timers
-        self._timer_task: asyncio.Task[None] | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._sleep_until: int | None = None
         self._closed = False
         self._sweep_scheduled = False
 
-    # --- ownership -
+    # --- ownership ------------------------------------------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -209,16 +202,27 @@ class GroupCoordinator:
     def owned_partitions(self) -> frozenset[int]:
         return frozenset(self._owned)
 
-    async def load_partition(self, partition: int) -> None:
+    def load_partition(self, partition: int) -> asyncio.Future[None]:
         """Become coordinator for ``partition``: replay its records into groups and offsets, then serve them.
 
-        Until it finishes, requests for its groups get COORDINATOR_LOAD_IN_PROGRESS. An
-        :meth:`unload_partition` that arrives meanwhile wins: the half-read state is dropped.
+        Called by the broker when it becomes the partition's leader, from the event loop. Loading runs as a
+        task (returned, for whoever wants to wait for it); until it finishes, requests for the partition's
+        groups get COORDINATOR_LOAD_IN_PROGRESS. An :meth:`unload_partition` that arrives meanwhile wins: the
+        half-read state is dropped.
         """
+        loop = asyncio.get_running_loop()
         if partition in self._owned or partition in self._loading:
-            return
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
         self._loading.add(partition)
-        epoch = self._load_epoch[partition]
+        task = loop.create_task(self._load(partition, self._load_epoch[partition]))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_consume_result)
+        return task
+
+    async def _load(self, partition: int, epoch: int) -> None:
         group_values: dict[str, GroupValue | None] = {}
         offsets: dict[str, dict[TopicPartition, OffsetValue]] = defaultdict(dict)
         try:
@@ -236,7 +240,7 @@ class GroupCoordinator:
             raise
         if self._load_epoch[partition] != epoch:
             return
-        now = self._clock.monotonic_ms()
+        now = self._clock.now_ms()
         loaded = 0
         for group_id in {*group_values, *offsets}:
             value = group_values.get(group_id)
@@ -308,7 +312,7 @@ class GroupCoordinator:
             return ErrorCode.not_coordinator
         return None
 
-    # --- JoinGroup -
+    # --- JoinGroup ------------------------------------------------------------------------------------------
 
     async def join_group(
         self,
@@ -376,7 +380,7 @@ class GroupCoordinator:
             )
         if group.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(group)
-        self.tick()
+        self._fire_due(self._clock.now_ms())
         return await asyncio.shield(waiter)
 
     def _join_unknown_member(
@@ -465,9 +469,7 @@ class GroupCoordinator:
             )
         elif group.is_static_member_fenced(member_id, instance_id):
             _resolve(waiter, _join_error(member_id, ErrorCode.fenced_instance_id))
-        elif not group.has(member_id) or (
-            instance_id is not None and group.static_member_id(instance_id) is None
-        ):
+        elif not group.has(member_id) or (instance_id is not None and group.static_member_id(instance_id) is None):
             _resolve(waiter, _join_error(member_id, ErrorCode.unknown_member_id))
         else:
             member = group.members[member_id]
@@ -534,10 +536,7 @@ class GroupCoordinator:
             assignment = {m.member_id: m.assignment for m in group.members.values()}
 
             def stored(error: ErrorCode) -> None:
-                if (
-                    self._groups.get(group.group_id) is not group
-                    or group.members.get(new_member_id) is not member
-                ):
+                if self._groups.get(group.group_id) is not group or group.members.get(new_member_id) is not member:
                     _resolve(member.join_waiter, _join_error(new_member_id, ErrorCode.unknown_member_id))
                     member.join_waiter = None
                     return
@@ -666,20 +665,21 @@ class GroupCoordinator:
         )
         if initial:
             delay = self.config.initial_rebalance_delay_ms
-            self._schedule_join(
-                group, _DelayedJoin(True, delay, max(group.rebalance_timeout_ms() - delay, 0))
-            )
+            self._schedule_join(group, _DelayedJoin(True, delay, max(group.rebalance_timeout_ms() - delay, 0)))
         else:
             self._schedule_join(group, _DelayedJoin(False, group.rebalance_timeout_ms(), 0))
             self._try_complete_join(group)
 
-    def _schedule_join(self, group: Group, delayed: _DelayedJoin) -> None:
-        self._rebalance[group] = delayed
-        self._schedule(
-            self._clock.monotonic_ms() + delayed.delay_ms, lambda: self._on_join_deadline(group, delayed)
-        )
+    def _schedule_join(self, group: Group, delayed: _DelayedJoin, start_ms: int | None = None) -> None:
+        """Arm the join deadline ``delay_ms`` after ``start_ms`` (default: now).
 
-    def _on_join_deadline(self, group: Group, delayed: _DelayedJoin) -> None:
+        A chained initial delay starts from the deadline it follows, so a late tick does not stretch it.
+        """
+        self._rebalance[group] = delayed
+        deadline = (self._clock.now_ms() if start_ms is None else start_ms) + delayed.delay_ms
+        self._schedule(deadline, lambda: self._on_join_deadline(group, delayed, deadline))
+
+    def _on_join_deadline(self, group: Group, delayed: _DelayedJoin, deadline: int) -> None:
         if self._rebalance.get(group) is not delayed or self._groups.get(group.group_id) is not group:
             return
         if delayed.initial and group.new_member_added and delayed.remaining_ms != 0:
@@ -687,9 +687,8 @@ class GroupCoordinator:
             # timeout).
             group.new_member_added = False
             delay = min(self.config.initial_rebalance_delay_ms, delayed.remaining_ms)
-            self._schedule_join(
-                group, _DelayedJoin(True, delay, max(delayed.remaining_ms - delayed.delay_ms, 0))
-            )
+            remaining = max(delayed.remaining_ms - delayed.delay_ms, 0)
+            self._schedule_join(group, _DelayedJoin(True, delay, remaining), start_ms=deadline)
         else:
             self._complete_join(group)
 
@@ -749,7 +748,7 @@ class GroupCoordinator:
         token = object()
         self._sync_timer[group] = token
         self._schedule(
-            self._clock.monotonic_ms() + group.rebalance_timeout_ms(),
+            self._clock.now_ms() + group.rebalance_timeout_ms(),
             lambda: self._on_pending_sync_deadline(group, token),
         )
 
@@ -761,9 +760,7 @@ class GroupCoordinator:
         if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE) or not group.pending_sync:
             return
         missing = sorted(group.pending_sync)
-        log.info(
-            "group %s: removing members that did not send SyncGroup in time: %s", group.group_id, missing
-        )
+        log.info("group %s: removing members that did not send SyncGroup in time: %s", group.group_id, missing)
         for member_id in missing:
             member = group.members.get(member_id)
             if member is not None:
@@ -792,18 +789,14 @@ class GroupCoordinator:
         for member in group.members.values():
             waiter, member.sync_waiter = member.sync_waiter, None
             if waiter is not None:
-                _resolve(
-                    waiter, SyncResult(error, member.assignment, group.protocol_type, group.protocol_name)
-                )
+                _resolve(waiter, SyncResult(error, member.assignment, group.protocol_type, group.protocol_name))
                 # The session clock restarts once the member has its answer.
                 self._schedule_heartbeat(group, member, member.session_timeout_ms)
 
-    # --- heartbeats and expiry -
+    # --- heartbeats and expiry ------------------------------------------------------------------------------
 
-    def _schedule_heartbeat(
-        self, group: Group, member: Member, timeout_ms: int, now: int | None = None
-    ) -> None:
-        deadline = (self._clock.monotonic_ms() if now is None else now) + timeout_ms
+    def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int, now: int | None = None) -> None:
+        deadline = (self._clock.now_ms() if now is None else now) + timeout_ms
         member.heartbeat_deadline = deadline
         self._schedule(deadline, lambda: self._on_heartbeat_deadline(group, member, deadline))
 
@@ -826,7 +819,7 @@ class GroupCoordinator:
                 if group.state is GroupState.PREPARING_REBALANCE:
                     self._try_complete_join(group)
 
-        self._schedule(self._clock.monotonic_ms() + timeout_ms, expire)
+        self._schedule(self._clock.now_ms() + timeout_ms, expire)
 
     # --- SyncGroup, Heartbeat, LeaveGroup -------------------------------------------------------------------
 
@@ -906,14 +899,10 @@ class GroupCoordinator:
             self._store_group(group, assignment, stored)
         return await asyncio.shield(waiter)
 
-    def heartbeat(
-        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode:
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         error = self._check(group_id)
         if error is ErrorCode.coordinator_load_in_progress:
-            return (
-                ErrorCode.none
-            )  # Kafka answers blindly while loading; the member learns more on its next call
+            return ErrorCode.none  # Kafka answers blindly while loading; the member learns more on its next call
         if error is not None:
             return error
         group = self._groups.get(group_id)
@@ -964,10 +953,10 @@ class GroupCoordinator:
                 else:
                     self._remove_member_and_update_group(group, member, "LeaveGroup")
                     results.append(ErrorCode.none)
-        self.tick()
+        self._fire_due(self._clock.now_ms())
         return ErrorCode.none, results
 
-    # --- offsets -
+    # --- offsets --------------------------------------------------------------------------------------------
 
     async def commit_offsets(
         self,
@@ -1069,7 +1058,7 @@ class GroupCoordinator:
         await self._append_all(tombstones, "tombstones for offsets of deleted topics")
         return removed
 
-    # --- listing, describing, deleting -
+    # --- listing, describing, deleting ----------------------------------------------------------------------
 
     def list_groups(
         self, states: Iterable[str] = (), types: Iterable[str] = ()
@@ -1084,8 +1073,7 @@ class GroupCoordinator:
         return error, [
             GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
-            if g.state is not GroupState.DEAD
-            and (not wanted_states or g.state.value.lower() in wanted_states)
+            if g.state is not GroupState.DEAD and (not wanted_states or g.state.value.lower() in wanted_states)
         ]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
@@ -1158,9 +1146,7 @@ class GroupCoordinator:
     def _ensure_sweep(self) -> None:
         if not self._sweep_scheduled:
             self._sweep_scheduled = True
-            self._schedule(
-                self._clock.monotonic_ms() + self.config.offsets_retention_check_interval_ms, self._sweep
-            )
+            self._schedule(self._clock.now_ms() + self.config.offsets_retention_check_interval_ms, self._sweep)
 
     def _sweep(self) -> None:
         self._sweep_scheduled = False
@@ -1209,21 +1195,15 @@ class GroupCoordinator:
             self._spawn(self._append_all(tombstones, "tombstones for expired offsets"))
         return removed
 
-    def _drop_if_dead_empty(
-        self, group: Group, tombstones: dict[int, list[tuple[bytes, bytes | None]]]
-    ) -> None:
+    def _drop_if_dead_empty(self, group: Group, tombstones: dict[int, list[tuple[bytes, bytes | None]]]) -> None:
         if group.state is GroupState.EMPTY and not group.offsets and not group.members:
             group.transition_to(GroupState.DEAD, self._clock.now_ms())
             self._groups.pop(group.group_id, None)
-            tombstones[self.partition_for(group.group_id)].append(
-                (encode_key(GroupKey(group.group_id)), None)
-            )
+            tombstones[self.partition_for(group.group_id)].append((encode_key(GroupKey(group.group_id)), None))
 
-    # --- persistence -
+    # --- persistence ----------------------------------------------------------------------------------------
 
-    def _store_group(
-        self, group: Group, assignment: dict[str, bytes], done: Callable[[ErrorCode], None]
-    ) -> None:
+    def _store_group(self, group: Group, assignment: dict[str, bytes], done: Callable[[ErrorCode], None]) -> None:
         value = group.to_value(assignment, self._clock.now_ms())
         records = [(encode_key(GroupKey(group.group_id)), encode_group_value(value))]
         partition = self.partition_for(group.group_id)
@@ -1250,9 +1230,7 @@ class GroupCoordinator:
             return ErrorCode.unknown_server_error
         return ErrorCode.none
 
-    async def _append_all(
-        self, by_partition: Mapping[int, list[tuple[bytes, bytes | None]]], what: str
-    ) -> None:
+    async def _append_all(self, by_partition: Mapping[int, list[tuple[bytes, bytes | None]]], what: str) -> None:
         for partition, records in by_partition.items():
             if records:
                 code = await self._append(partition, records)
@@ -1265,18 +1243,17 @@ class GroupCoordinator:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_consume_result)
 
-    # --- timers -
+    # --- timers ---------------------------------------------------------------------------------------------
 
     def _schedule(self, deadline: int, action: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (deadline, next(self._seq), action))
-        if self._autostart and not self._closed:
-            self._ensure_timer_task()
-            if self._wakeup is not None and (self._sleep_until is None or deadline < self._sleep_until):
-                self._wakeup.set()
 
-    def tick(self) -> None:
-        """Fire every deadline that has passed on the coordinator's clock."""
-        while self._timers and self._timers[0][0] <= self._clock.monotonic_ms():
+    async def tick(self, now_ms: int | None = None) -> None:
+        """Fire every deadline up to ``now_ms`` (default: the clock's now); the broker calls it periodically."""
+        self._fire_due(self._clock.now_ms() if now_ms is None else now_ms)
+
+    def _fire_due(self, now_ms: int) -> None:
+        while self._timers and self._timers[0][0] <= now_ms:
             _, _, action = heapq.heappop(self._timers)
             try:
                 action()
@@ -1286,35 +1263,12 @@ class GroupCoordinator:
     def next_deadline_ms(self) -> int | None:
         return self._timers[0][0] if self._timers else None
 
-    def _ensure_timer_task(self) -> None:
-        if self._timer_task is not None and not self._timer_task.done():
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._wakeup = asyncio.Event()
-        self._timer_task = loop.create_task(self._run_timers(self._wakeup))
-
-    async def _run_timers(self, wakeup: asyncio.Event) -> None:
-        while not self._closed:
-            self.tick()
-            deadline = self.next_deadline_ms()
-            self._sleep_until = deadline
-            wakeup.clear()
-            timeout = None if deadline is None else max(deadline - self._clock.monotonic_ms(), 0) / 1000
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wakeup.wait(), timeout)
-
-    async def close(self) -> None:
-        """Stop timers and answer every waiting member NOT_COORDINATOR; in-flight appends may finish."""
+    async def shutdown(self) -> None:
+        """Answer every waiting member NOT_COORDINATOR and stop; in-flight appends get a chance to finish."""
         for partition in list(self._owned | self._loading):
             self.unload_partition(partition)
         self._closed = True
-        if self._timer_task is not None:
-            self._timer_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer_task
+        self._timers.clear()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=self.config.offsets_commit_timeout_ms / 1000)
 

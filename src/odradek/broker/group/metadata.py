@@ -29,9 +29,7 @@ class GroupState(enum.Enum):
 
 
 VALID_PREVIOUS_STATES: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
-    ),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}),
     GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
@@ -86,8 +84,7 @@ class Member:
     def matches(self, protocols: Protocols) -> bool:
         """Same protocols with the same metadata in the same order: a rejoin that changes nothing."""
         return len(protocols) == len(self.protocols) and all(
-            a[0] == b[0] and bytes(a[1]) == bytes(b[1])
-            for a, b in zip(protocols, self.protocols, strict=True)
+            a[0] == b[0] and bytes(a[1]) == bytes(b[1]) for a, b in zip(protocols, self.protocols, strict=True)
         )
 
     def vote(self, candidates: set[str]) -> str:
@@ -121,7 +118,7 @@ class Group:
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
     _supported: Counter[str] = field(default_factory=Counter)
 
-    # --- membership -
+    # --- membership -----------------------------------------------------------------------------------------
 
     def __len__(self) -> int:
         return len(self.members)
@@ -151,10 +148,7 @@ class Group:
             return None
         self._supported.subtract(set(member.protocol_names()))
         self.pending_sync.discard(member_id)
-        if (
-            member.group_instance_id is not None
-            and self.static_members.get(member.group_instance_id) == member_id
-        ):
+        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
@@ -194,7 +188,7 @@ class Group:
         ones."""
         return f"{instance_id if instance_id is not None else client_id}-{uuid.uuid4()}"
 
-    # --- rebalance questions -
+    # --- rebalance questions --------------------------------------------------------------------------------
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -210,9 +204,7 @@ class Group:
 
     def transition_to(self, state: GroupState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS_STATES[state]:
-            raise AssertionError(
-                f"group {self.group_id}: illegal transition {self.state.value} -> {state.value}"
-            )
+            raise AssertionError(f"group {self.group_id}: illegal transition {self.state.value} -> {state.value}")
         self.state = state
         self.state_timestamp = now_ms
 
@@ -265,12 +257,9 @@ class Group:
     def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
         """What the leader gets in its JoinGroup response: every member's metadata for the chosen protocol."""
         assert self.protocol_name is not None
-        return [
-            (m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
-            for m in self.members.values()
-        ]
+        return [(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name)) for m in self.members.values()]
 
-    # --- persistence -
+    # --- persistence ----------------------------------------------------------------------------------------
 
     def to_value(self, assignment: dict[str, bytes], now_ms: int) -> GroupValue:
         """The GroupMetadataValue Kafka writes after a SyncGroup (with assignments) or when the group

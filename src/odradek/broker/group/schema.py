@@ -91,7 +91,7 @@ class SchemaError(ValueError):
     """A record of ``__consumer_offsets`` that is not one of the versions above."""
 
 
-# --- writing -
+# --- writing ------------------------------------------------------------------------------------------------
 
 
 def _string(out: bytearray, s: str | None) -> None:
@@ -150,7 +150,7 @@ def encode_group_value(value: GroupValue) -> bytes:
     return bytes(out)
 
 
-# --- reading -
+# --- reading ------------------------------------------------------------------------------------------------
 
 
 class _Reader:
