@@ -134,3 +134,41 @@ def test_index_files_hold_kafka_layout(open_log, tmp_path):
         assert header.last_offset == rel
     traw = (tmp_path / "topic-0" / f"{0:020d}.timeindex").read_bytes()
     assert len(traw) % 12 == 0 and len(traw) > 0
+
+
+def test_random_reads_match_a_model_of_the_log(open_log):
+    """Every read returns whole batches, starts at the batch holding the offset, stops exactly where max_bytes,
+    max_offset or the segment end says, and includes one batch regardless of max_bytes when min_one."""
+    import random
+
+    rng = random.Random(7)
+    log = open_log(LogConfig(segment_bytes=3_000, index_interval_bytes=300))
+    for _ in range(150):
+        buf, headers = batch(rng.randint(1, 4), value=b"v" * rng.randint(1, 200))
+        log.append_as_leader(buf, headers, 0, T0)
+    model = []  # (base offset, last offset, size, segment base) per batch, in log order
+    for segment in log.segments:
+        data = segment.read(0, segment.size)
+        model.extend((h.base_offset, h.last_offset, h.size, segment.base_offset) for _, h in iter_batches(data))
+    leo = log.log_end_offset
+    for _ in range(400):
+        offset = rng.randrange(leo)
+        max_bytes = rng.choice([1, rng.randint(1, 4000), 1 << 20])
+        max_offset = rng.choice([None, rng.randint(offset, leo)])
+        min_one = rng.random() < 0.7
+        result = log.read(offset, max_bytes, max_offset, min_one)
+        got = [(h.base_offset, h.last_offset, h.size) for _, h in iter_batches(bytes(result.buffers[0]))] \
+            if result.size else []
+        start = next(i for i, b in enumerate(model) if b[1] >= offset)
+        limit = leo if max_offset is None else max_offset
+        expected = []
+        total = 0
+        for base, last, size, seg in model[start:] if offset < limit else []:
+            if seg != model[start][3] or base >= limit:
+                break
+            if total + size > max_bytes and not (min_one and not expected):
+                break
+            expected.append((base, last, size))
+            total += size
+        assert got == expected, (offset, max_bytes, max_offset, min_one)
+        assert result.size == sum(b[2] for b in got)

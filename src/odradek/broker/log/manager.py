@@ -113,8 +113,9 @@ class LogManager:
         marker.unlink(missing_ok=True)
         checkpoint.fsync_dir(self.data_dir)
         self._loaded = True
-        log.info("loaded %d partition logs from %s (%s shutdown)", len(self._logs), self.data_dir,
-                 "clean" if clean else "unclean")
+        if self._logs:
+            log.info("loaded %d partition logs from %s after %s shutdown", len(self._logs), self.data_dir,
+                     "a clean" if clean else "an unclean")
 
     def _read_checkpoints(self) -> tuple[dict[TopicPartition, int], ...]:
         out: list[dict[TopicPartition, int]] = []

@@ -184,6 +184,8 @@ class PartitionLog:
                                  self.config.segment_index_bytes, self.clock.now_ms(), suffix=SWAP_SUFFIX)
             outcome = segment.recover()
             end = segment.next_offset
+            if not outcome.dropped_bytes:
+                segment.flush()
             segment.close()
             if outcome.dropped_bytes:
                 log.warning("partition %s: discarding incomplete compaction output %s", self.name, swap.name)
