@@ -3,7 +3,8 @@
 Clients and tools (kafka-configs.sh, AdminClient.describeConfigs, kcat -X) see these names and values, so they
 are Kafka's own (3.x defaults). Resolution follows Kafka's order: a topic override wins, then the broker's
 setting of the matching ``log.*`` name, then the built-in default; DescribeConfigs reports which of these
-supplied each value. """
+supplied each value.
+"""
 
 from __future__ import annotations
 
@@ -217,11 +218,11 @@ def validate_overrides(overrides: Mapping[str, object]) -> dict[str, ConfigValue
 
 
 def broker_defaults_from_properties(props: Mapping[str, str]) -> dict[str, ConfigValue]:
-    """Map server.properties names (``log.retention.hours``, ``log.segment.bytes``, ...) to topic-config
-    defaults.
+    """Topic-config defaults from server.properties names (``log.retention.hours``, ``log.segment.bytes``).
 
     Kafka lets ``log.retention.ms`` beat ``log.retention.minutes`` beat ``log.retention.hours``, and likewise
-    for ``log.roll.*``; unrelated keys are ignored so a whole broker config can be passed in. """
+    for ``log.roll.*``; unrelated keys are ignored so a whole broker config can be passed in.
+    """
     out: dict[str, ConfigValue] = {}
     for key, raw in props.items():
         topic_name = _BROKER_SYNONYMS.get(key)

@@ -1,10 +1,10 @@
-"""Kafka's text checkpoint files, written so that a crash leaves either the old or the new file, never half of
-one.
+"""Kafka's text checkpoint files, written so that a crash leaves the old file or the new one, never half.
 
 Format (CheckpointFile in Kafka): a version line (0), a count line, then one entry per line. The broker-level
 files (``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
 ``replication-offset-checkpoint``) hold ``topic partition offset``; a partition's ``leader-epoch-checkpoint``
-holds ``epoch startOffset``. """
+holds ``epoch startOffset``.
+"""
 
 from __future__ import annotations
 

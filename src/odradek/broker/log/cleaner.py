@@ -12,7 +12,8 @@ Batches are rewritten only when they are uncompressed or gzip (the codecs this b
 any other codec, a control batch, or one that cannot be decoded is kept byte-for-byte: its keys still count as
 the latest when it can be decoded, but its own superseded records stay until a client-side codec is supported
 here. Tombstones (null values) that are the latest for their key are dropped once their segment's newest
-timestamp is older than ``delete.retention.ms``, giving consumers that window to observe the deletion. """
+timestamp is older than ``delete.retention.ms``, giving consumers that window to observe the deletion.
+"""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Followers ask the leader for the end offset of their latest epoch and truncate to it, instead of truncating to
 the high watermark (which loses acknowledged data or lets replicas diverge). Semantics follow Kafka's
 LeaderEpochFileCache: assignments are kept monotonic in both epoch and start offset, and ``end_offset_for``
-answers an OffsetsForLeaderEpoch request. """
+answers an OffsetsForLeaderEpoch request.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ class LeaderEpochCache:
 
         The latest epoch ends at the LEO; an older one ends where the next higher epoch starts, reported with
         the largest known epoch <= the requested one; an epoch above every known one, or UNDEFINED, is
-        undefined. """
+        undefined.
+        """
         if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if requested_epoch == self._epochs[-1]:

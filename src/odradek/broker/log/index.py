@@ -5,7 +5,8 @@ to the file as Kafka lays them out: ``.index`` entries are 8 bytes (int32 offset
 position), ``.timeindex`` entries 12 bytes (int64 timestamp, int32 offset - baseOffset), big-endian. Kafka
 preallocates and mmaps index files; these are exactly as long as their entries, which Kafka also leaves after
 a clean shutdown. Indexes are derived data: any doubt about one (bad size, non-monotonic entries, pointing
-past the log) and the segment rebuilds it from the log. """
+past the log) and the segment rebuilds it from the log.
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ The layout is Kafka's, so an operator finds what they expect: ``<topic>-<partiti
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` (high
 watermarks), ``meta.properties`` and, after a clean shutdown, ``.kafka_cleanshutdown``. The marker is what
 lets the next start skip CRC-checking everything after the recovery point; it is removed as soon as loading is
-done, so a crash later is recognised as unclean. """
+done, so a crash later is recognised as unclean.
+"""
 
 from __future__ import annotations
 
@@ -206,7 +207,8 @@ class LogManager:
     def tick(self, now_ms: int) -> None:
         """One round of due work: flush.ms, fsync of rolled segments, retention, compaction, checkpoints.
 
-        A failing partition is logged and skipped (it has taken itself offline); the others carry on. """
+        A failing partition is logged and skipped (it has taken itself offline); the others carry on.
+        """
         for (topic, partition), plog in list(self._logs.items()):
             if plog.offline:
                 continue

@@ -101,7 +101,8 @@ class PartitionLog:
         ``recovery_point`` is the offset up to which the data is known to be fsynced (the broker's
         recovery-point checkpoint); every batch from the segment holding it onwards is CRC-checked. After a
         clean shutdown only the unindexed tail of each segment is checked, which still catches a file
-        truncated while the broker was down. """
+        truncated while the broker was down.
+        """
         self.directory = directory
         parsed = parse_partition_dir(directory.name)
         self.topic, self.partition = parsed if parsed else (directory.name, 0)
@@ -559,11 +560,11 @@ class PartitionLog:
         return [], 0
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """ListOffsets: the first record with a timestamp >= ``timestamp`` as ``(offset, timestamp)``, or
-        None.
+        """ListOffsets: ``(offset, timestamp)`` of the first record at or after ``timestamp``, or None.
 
         -1 (latest) and -2 (earliest) give the LEO and log start offset with timestamp -1; -3 (KIP-734) the
-        record with the largest timestamp. """
+        record with the largest timestamp.
+        """
         with self._lock:
             self._check_online()
             if timestamp == LIST_LATEST:
@@ -727,7 +728,8 @@ class PartitionLog:
 
         As in Kafka, only segments wholly below the high watermark go, and the active segment only after a
         roll. Deleted files are unlinked at once rather than after file.delete.delay.ms: reads hand out
-        copies, so no reader can be holding a deleted file's bytes. """
+        copies, so no reader can be holding a deleted file's bytes.
+        """
         with self._lock:
             self._check_online()
             with self._disk("retention"):
@@ -854,11 +856,11 @@ class PartitionLog:
 
 
 def _batch_boundary(data: bytes, segment: LogSegment, position: int, limit: int) -> int:
-    """Length of the prefix of ``data`` (read at ``position``) that holds whole batches below offset
-    ``limit``.
+    """Length of the prefix of ``data`` (read at ``position``) holding whole batches below ``limit``.
 
     The offset index supplies a batch start near the far end (for the byte bound) and one wholly below
-    ``limit`` (for the offset bound), so only a few headers are walked whatever the read size. """
+    ``limit`` (for the offset bound), so only a few headers are walked whatever the read size.
+    """
     size = len(data)
     jump = segment.offset_index.floor_position(position + size - HEADER_SIZE)
     if limit < segment.next_offset:

@@ -7,7 +7,8 @@ producer the log has no state for may start at any sequence; a known producer st
 at sequence 0.
 
 The checks are pure (:meth:`ProducerStateManager.prepare` computes the updates without applying them); the log
-applies them only after the write succeeded, so a failed write leaves the state untouched. """
+applies them only after the write succeeded, so a failed write leaves the state untouched.
+"""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 The data file is byte-for-byte what Kafka writes, so offsets, CRCs and the client's compressed payloads are
 stored as received. The segment keeps its own end position (``size``) rather than trusting the file length:
-anything past ``size`` is a torn write that recovery will cut off, never data to serve. """
+anything past ``size`` is a torn write that recovery will cut off, never data to serve.
+"""
 
 from __future__ import annotations
 
