@@ -197,14 +197,17 @@ def _compute_transferring(
     subscriptions: Mapping[str, Subscription], assignment: dict[str, list[TopicPartition]]
 ) -> dict[TopicPartition, str]:
     """Partitions newly given to a member that some member must first revoke."""
-    added: dict[TopicPartition, str] = {}
     revoked: set[TopicPartition] = set()
     for member, assigned in assignment.items():
         owned = subscriptions[member].owned_partitions
-        owned_set = set(owned)
+        if owned:
+            revoked.update(set(owned).difference(assigned))
+    if not revoked:
+        return {}
+    transferring: dict[TopicPartition, str] = {}
+    for member, assigned in assignment.items():
+        owned_set = set(subscriptions[member].owned_partitions)
         for tp in assigned:
-            if tp not in owned_set:
-                added[tp] = member
-        assigned_set = set(assigned)
-        revoked.update(tp for tp in owned if tp not in assigned_set)
-    return {tp: m for tp, m in added.items() if tp in revoked}
+            if tp in revoked and tp not in owned_set:
+                transferring[tp] = member
+    return transferring

@@ -10,6 +10,8 @@ order is emulated here.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from heapq import heapify, heapreplace
+from itertools import repeat
 
 from .java import string_hash
 from .sticky_state import StickyState
@@ -125,20 +127,27 @@ class GeneralBuilder:
         n_topics = len(counts)
         self.topic_consumers: list[list[int]] = [[] for _ in range(n_topics)]
         self.consumer_topics: list[list[int]] = []
+        self.consumer_topic_sets: list[set[int]] = []
+        # Members with the same subscription share its topic list and set (Kafka's big groups have 2,000 members
+        # on the same 500 topics), and join each topic's consumer list in one extend per group.
+        groups: dict[tuple[str, ...], tuple[list[int], set[int], list[int]]] = {}
         for m, sub in enumerate(state.subs):
-            mine = []
-            for topic in sub.topics:
-                r = state.rank.get(topic)
-                if r is not None:
-                    mine.append(r)
-                    self.topic_consumers[r].append(m)
-            self.consumer_topics.append(mine)
-        self.consumer_topic_sets = [set(ts) for ts in self.consumer_topics]
+            key = tuple(sub.topics)
+            group = groups.get(key)
+            if group is None:
+                ranks = [r for r in map(state.rank.get, key) if r is not None]
+                group = (ranks, set(ranks), [])
+                groups[key] = group
+            group[2].append(m)
+            self.consumer_topics.append(group[0])
+            self.consumer_topic_sets.append(group[1])
+        for ranks, _rank_set, members in groups.values():
+            for r in ranks:
+                self.topic_consumers[r].extend(members)
         self.cur: dict[int, list[int]] = {m: owned[m] for m in range(n_members)}
         self.owner: dict[int, int] = {}
         for m in range(n_members):
-            for g in owned[m]:
-                self.owner[g] = m
+            self.owner.update(zip(owned[m], repeat(m)))
         topic_order = sorted(range(n_topics), key=lambda r: (len(self.topic_consumers[r]), state.topic_names[r]))
         self.sorted_all: list[int] = []
         for r in topic_order:
@@ -202,7 +211,8 @@ class GeneralBuilder:
         return assigned
 
     def _maybe_assign(self, partitions: list[int], rack: bool) -> list[int]:
-        """Give each partition to the least-loaded eligible member; returns those left (rack pass only)."""
+        """Kafka's ``maybeAssign``: each partition to the first eligible member in (size, id) order; returns the
+        partitions left unassigned."""
         left = []
         topic_of = self._topic_of
         for g in partitions:
@@ -224,12 +234,79 @@ class GeneralBuilder:
             self._add(chosen)
         return left
 
+    def _maybe_assign_by_topic(self, partitions: list[int]) -> None:
+        """The plain pass of ``maybeAssign``, a topic's run of partitions at a time.
+
+        Kafka gives each partition to the first member, in (size, member id) order, subscribed to its topic.  While
+        one topic's run is dealt only its subscribers change size, so the picks follow (level, member id) over the
+        subscribers whose size has reached that level: whole levels are dealt with list slices.  Consecutive topics
+        with the same subscribers reuse the order the previous run left; the global order is rebuilt at the end.
+        """
+        topic_of = self._topic_of
+        cur = self.cur
+        keys = self.s.member_keys
+        n = len(partitions)
+        i = 0
+        previous: tuple[list[int], list[tuple[int, str, int]]] | None = None
+        while i < n:
+            t = topic_of[partitions[i]]
+            j = i + 1
+            while j < n and topic_of[partitions[j]] == t:
+                j += 1
+            subscribers = list(dict.fromkeys(self.topic_consumers[t]))
+            if subscribers:
+                if previous is not None and previous[0] == subscribers:
+                    order = previous[1]
+                else:
+                    sizes = map(len, map(cur.__getitem__, subscribers))
+                    order = sorted(zip(sizes, map(keys.__getitem__, subscribers), subscribers))
+                previous = (subscribers, self._deal_levels(partitions, i, j, order))
+            i = j
+        owner = self.owner
+        for m, parts in cur.items():
+            owner.update(zip(parts, repeat(m)))
+        self.entries = sorted((len(cur[m]), keys[m], m) for m in cur)
+        self.entry_of = {e[2]: e for e in self.entries}
+
+    def _deal_levels(
+        self, partitions: list[int], pos: int, end: int, order: list[tuple[int, str, int]]
+    ) -> list[tuple[int, str, int]]:
+        """Deal ``partitions[pos:end]`` to members sorted by (size, key); returns their new sorted order."""
+        cur = self.cur
+        eligible: list[tuple[str, int]] = []
+        w = 0
+        level = order[0][0]
+        partial = 0
+        while pos < end:
+            if w < len(order) and order[w][0] <= level:
+                v = bisect_left(order, (level + 1,), w)
+                batch = [(key, m) for _size, key, m in order[w:v]]
+                eligible = sorted(eligible + batch) if eligible else batch
+                w = v
+            k = len(eligible)
+            levels = (end - pos) // k
+            if w < len(order):
+                levels = min(levels, order[w][0] - level)
+            if levels == 0:
+                partial = end - pos
+                for offset in range(partial):
+                    cur[eligible[offset][1]].append(partitions[pos + offset])
+                break
+            stop = pos + levels * k
+            for r, (_key, m) in enumerate(eligible):
+                cur[m].extend(partitions[pos + r : stop : k])
+            pos = stop
+            level += levels
+        dealt = [(level, key, m) for key, m in eligible[partial:]]
+        dealt += [(level + 1, key, m) for key, m in eligible[:partial]]
+        return sorted(dealt + order[w:])
+
     def _balance(self, unassigned: list[int]) -> None:
         initializing = not self.cur[self.entries[-1][2]] if self.entries else True
         to_assign = unassigned
         if self.s.rack_aware:
             to_assign = self._maybe_assign(list(unassigned), rack=True)
-        self._maybe_assign(to_assign, rack=False)
+        self._maybe_assign_by_topic(to_assign)
 
         fixed_topics = {r for r, cs in enumerate(self.topic_consumers) if len(cs) < 2}
         topic_of = self._topic_of
