@@ -22,9 +22,7 @@ def verify_validity_and_balance(
             assert not (sets[a] & sets[b]), f"{a} and {b} share {sets[a] & sets[b]}"
             if abs(len(assignment[a]) - len(assignment[b])) > 1:
                 common = topics[a] & topics[b]
-                assert not common, (
-                    f"{a} ({len(assignment[a])}) and {b} ({len(assignment[b])}) share topics {common}"
-                )
+                assert not common, f"{a} ({len(assignment[a])}) and {b} ({len(assignment[b])}) share topics {common}"
 
 
 def is_fully_balanced(assignment: Mapping[str, Sequence[TopicPartition]]) -> bool:
@@ -55,9 +53,7 @@ def every_partition_once(
     seen = Counter(tp for parts in assignment.values() for tp in parts)
     assert all(n == 1 for n in seen.values()), [tp for tp, n in seen.items() if n > 1][:5]
     subscribed = {t for s in subscriptions.values() for t in s.topics}
-    expected = {
-        TopicPartition(t, p) for t in subscribed if t in partition_counts for p in range(partition_counts[t])
-    }
+    expected = {TopicPartition(t, p) for t in subscribed if t in partition_counts for p in range(partition_counts[t])}
     assert set(seen) == expected
     for m, parts in assignment.items():
         for tp in parts:

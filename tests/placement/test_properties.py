@@ -83,9 +83,7 @@ def test_replica_assignment_properties(cluster) -> None:  # type: ignore[no-unty
 @st.composite
 def groups(draw, max_members: int = 300, max_topics: int = 50, max_total: int = 3000):  # type: ignore[no-untyped-def]
     n_topics = draw(st.integers(1, max_topics))
-    counts = draw(
-        st.lists(st.integers(0, max(1, max_total // n_topics)), min_size=n_topics, max_size=n_topics)
-    )
+    counts = draw(st.lists(st.integers(0, max(1, max_total // n_topics)), min_size=n_topics, max_size=n_topics))
     topics = {f"t{i:02d}": c for i, c in enumerate(counts)}
     names = list(topics)
     n_members = draw(st.integers(1, max_members))
@@ -187,8 +185,7 @@ def _cooperative_rounds(assignor, topics, subs) -> dict[str, list[TopicPartition
         followups += 1
         assert followups <= 4, "more than 4 follow-up rebalances"
         subs = {
-            m: Subscription(s.topics, owned_partitions=result[m], generation_id=1, rack=s.rack)
-            for m, s in subs.items()
+            m: Subscription(s.topics, owned_partitions=result[m], generation_id=1, rack=s.rack) for m, s in subs.items()
         }
         result = assignor.assign(topics, subs)
     every_partition_once(topics, subs, result)

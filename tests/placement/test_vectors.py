@@ -90,9 +90,7 @@ def test_assign_replicas_to_brokers(case: dict) -> None:
         got = assign_replicas_to_brokers(*args, -1, inp["start_partition_id"])
         assert all(len(r) == inp["replication_factor"] for r in got.values())
         if "distinct_racks_per_partition" in props:
-            assert all(
-                len({rack_of[b] for b in r}) == props["distinct_racks_per_partition"] for r in got.values()
-            )
+            assert all(len({rack_of[b] for b in r}) == props["distinct_racks_per_partition"] for r in got.values())
         if "verify_rack_aware" in props:
             check_replica_distribution(
                 got,
@@ -106,8 +104,7 @@ def test_assign_replicas_to_brokers(case: dict) -> None:
             )
             if props["expected_distinct_racks_per_partition"] is not None:
                 assert all(
-                    len({rack_of[b] for b in r}) == props["expected_distinct_racks_per_partition"]
-                    for r in got.values()
+                    len({rack_of[b] for b in r}) == props["expected_distinct_racks_per_partition"] for r in got.values()
                 )
 
 
@@ -290,9 +287,7 @@ def _check_assertion(a: dict, case: dict, assignor, ppt, subs, result) -> None: 
     elif kind == "assignment_exact":
         assert strings == a["assignment"]
     elif kind == "assignment_sets":
-        assert {m: sorted(v) for m, v in strings.items()} == {
-            m: sorted(v) for m, v in a["assignment"].items()
-        }
+        assert {m: sorted(v) for m, v in strings.items()} == {m: sorted(v) for m, v in a["assignment"].items()}
     elif kind == "instance_assignment_exact":
         for instance, member in a["instance_to_member"].items():
             assert strings[member] == a["assignment_by_group_instance_id"][instance]

@@ -47,9 +47,7 @@ def build_call(case: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Sub
         if inp["api"] == "assign":
             ppt[t["topic"]] = t["num_partitions"]
         else:
-            ppt[t["topic"]] = [
-                PartitionInfo(t["topic"], i, tuple(r)) for i, r in enumerate(t["replica_racks"])
-            ]
+            ppt[t["topic"]] = [PartitionInfo(t["topic"], i, tuple(r)) for i, r in enumerate(t["replica_racks"])]
     subs: dict[str, Subscription] = {}
     for s in inp["subscriptions"]:
         user_data = None
@@ -58,8 +56,12 @@ def build_call(case: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Sub
             parts = [tp(p) for p in md["partitions"]]
             if parts or md["generation"] is not None:
                 user_data = encode_sticky_user_data(parts, md["generation"])
-        elif (md is not None and inp["assignor"] == "cooperative-sticky" and s["generation_id"] is None
-              and md["generation"] is not None):
+        elif (
+            md is not None
+            and inp["assignor"] == "cooperative-sticky"
+            and s["generation_id"] is None
+            and md["generation"] is not None
+        ):
             user_data = encode_cooperative_user_data(md["generation"])
         subs[s["member"]] = Subscription(
             topics=s["topics"],

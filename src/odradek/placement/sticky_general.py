@@ -10,7 +10,6 @@ order is emulated here.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from heapq import heapify, heapreplace
 from itertools import repeat
 
 from .java import string_hash
@@ -259,7 +258,7 @@ class GeneralBuilder:
                     order = previous[1]
                 else:
                     sizes = map(len, map(cur.__getitem__, subscribers))
-                    order = sorted(zip(sizes, map(keys.__getitem__, subscribers), subscribers))
+                    order = sorted(zip(sizes, map(keys.__getitem__, subscribers), subscribers, strict=True))
                 previous = (subscribers, self._deal_levels(partitions, i, j, order))
             i = j
         owner = self.owner
