@@ -130,7 +130,7 @@ class LogCleaner:
                 for segment in group:
                     removed += _copy_retained(segment, cleaned, latest, 0 <= segment.max_timestamp < horizon)
                 cleaned.on_become_inactive()
-                cleaned.flush()
+                cleaned.flush(release_indexes=True)
             except OSError as exc:
                 cleaned.delete_files()
                 log.warning("partition %s: compaction abandoned: %s", plog.name, exc)

@@ -162,8 +162,8 @@ class PartitionLog:
         self._epochs.truncate_from_end(leo)
         self._epochs.truncate_from_start(self._log_start_offset)
         for segment in self._segments:
-            if segment.unflushed:
-                segment.flush()
+            if segment.unflushed or segment is not self._active:
+                segment.flush(release_indexes=segment is not self._active)
         self._recovery_point = leo
         self._rebuild_producer_state()
 
@@ -480,7 +480,7 @@ class PartitionLog:
     def _flush(self) -> None:
         with self._disk("flush"):
             for segment in self._pending_flush:
-                segment.flush()
+                segment.flush(release_indexes=True)
             self._pending_flush.clear()
             if self._active.unflushed:
                 self._active.flush()
@@ -502,7 +502,7 @@ class PartitionLog:
         failure: OSError | None = None
         try:
             for segment in pending:
-                segment.flush()
+                segment.flush(release_indexes=True)
         except OSError as exc:
             failure = exc
         with self._lock:

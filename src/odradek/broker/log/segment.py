@@ -183,11 +183,16 @@ class LogSegment:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def flush(self) -> None:
+    def flush(self, release_indexes: bool = False) -> None:
+        """fsync the data and indexes. A segment that will not be written again (``release_indexes``) also
+        closes its index files: with small segments a broker holds many, and descriptors are finite."""
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.unflushed = False
+        if release_indexes:
+            self.offset_index.close()
+            self.time_index.close()
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and everything after it (Kafka's LogSegment.truncateTo); returns
@@ -268,6 +273,8 @@ class LogSegment:
         self.log_path = _renamed(self.log_path, old, new)
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name[: len(index.path.name) - len(old)] + new))
+            index.write_pending()
+            index.close()
 
     def delete_files(self) -> None:
         self.close()
