@@ -111,14 +111,14 @@ class ProducerStateManager:
                 if first_seq != 0 and known_epoch != NO_EPOCH:
                     raise KafkaError(
                         ErrorCode.out_of_order_sequence_number,
-                        f"Invalid sequence number for new epoch of producer {pid} at epoch {epoch}: "
-                        f"{first_seq} (seq. number), {known_epoch} (current epoch)",
+                        f"Invalid sequence number for new epoch of producer {pid}: {epoch} (request epoch), "
+                        f"{first_seq} (seq. number), {known_epoch} (current producer epoch)",
                     )
-            elif known_epoch != NO_EPOCH and last_seq != -1 and not in_sequence(last_seq, first_seq):
+            elif known_epoch != NO_EPOCH and not in_sequence(last_seq, first_seq):
                 raise KafkaError(
                     ErrorCode.out_of_order_sequence_number,
-                    f"Out of order sequence number for producer {pid} at epoch {epoch}: {first_seq} "
-                    f"(incoming seq. number), {last_seq} (current end sequence number)",
+                    f"Out of order sequence number for producer {pid}: {first_seq} (incoming seq. number), "
+                    f"{last_seq} (current end sequence number)",
                 )
             pending[pid] = (epoch, header.last_sequence)
 
