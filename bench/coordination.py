@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import tempfile
 import time
 import uuid
@@ -51,10 +52,16 @@ class Phase:
     name: str
     ops: int
     seconds: float
+    cpu_seconds: float
+    """This process's CPU time: on a shared machine, ops per CPU-second is the figure that load does not skew."""
 
     @property
     def rate(self) -> float:
         return self.ops / self.seconds if self.seconds else float("inf")
+
+    @property
+    def cpu_rate(self) -> float:
+        return self.ops / self.cpu_seconds if self.cpu_seconds else float("inf")
 
 
 def initial_state(partition: int) -> PartitionState:
@@ -63,13 +70,13 @@ def initial_state(partition: int) -> PartitionState:
 
 
 async def timed(name: str, ops: int, run: Callable[[], Awaitable[Sequence[Any]]]) -> Phase:
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     results = await run()
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     failures = [r for r in results if isinstance(r, CoordinationError)]
     if failures:
         raise SystemExit(f"{name}: {len(failures)} of {ops} failed, first: {failures[0]!r}")
-    return Phase(name, ops, seconds)
+    return Phase(name, ops, seconds, cpu_seconds)
 
 
 async def bench_session(session: Session, partitions: int) -> list[Phase]:
@@ -122,13 +129,14 @@ async def warm_up(session: Session, count: int) -> Phase:
     """Run each kind of request a while first: a ZooKeeper that has served traffic has its JIT warmed up."""
     await session.ensure_path("/warmup")
     paths = [f"/warmup/{i}" for i in range(count)]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     await session.create_many([Create(p, b"{}") for p in paths])
     await session.get_many(paths)
     await session.set_many([SetData(p, b"{}") for p in paths])
     await session.delete_many([Delete(p) for p in paths])
     await session.delete("/warmup")
-    return Phase("warm-up (create/get/set/delete)", 4 * count, time.perf_counter() - start)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    return Phase("warm-up (create/get/set/delete)", 4 * count, seconds, cpu_seconds)
 
 
 async def run_backend(name: str, backend: Backend, partitions: int, warm: int) -> list[Phase]:
@@ -136,14 +144,25 @@ async def run_backend(name: str, backend: Backend, partitions: int, warm: int) -
         session = await backend.session(timeout_ms=30_000)
         phases = [await warm_up(session, warm)] if warm else []
         phases += await bench_session(session, partitions)
-    print(f"\n{name}: {partitions:,} partitions")
+    load = os.getloadavg()[0]
+    print(f"\n{name}: {partitions:,} partitions (load average {load:.1f} on {os.cpu_count()} CPUs)")
+    print(f"  {'phase':32} {'ops':>9} {'wall s':>8} {'ops/s':>10} {'cpu s':>7} {'ops/cpu-s':>10}")
     for phase in phases:
-        print(f"  {phase.name:32} {phase.ops:>9,} ops {phase.seconds:8.2f} s {phase.rate:>12,.0f} ops/s")
+        print(
+            f"  {phase.name:32} {phase.ops:>9,} {phase.seconds:8.2f} {phase.rate:>10,.0f}"
+            f" {phase.cpu_seconds:7.2f} {phase.cpu_rate:>10,.0f}"
+        )
     bulk = [p for p in phases if p.name in ("create state znodes", "read state znodes", BULK_CAS)]
-    total_ops = sum(p.ops for p in bulk)
-    total_s = sum(p.seconds for p in bulk)
-    label = "create+read+CAS of state znodes"
-    print(f"  {label:32} {total_ops:>9,} ops {total_s:8.2f} s {total_ops / total_s:>12,.0f} ops/s")
+    total = Phase(
+        "create+read+CAS of state znodes",
+        sum(p.ops for p in bulk),
+        sum(p.seconds for p in bulk),
+        sum(p.cpu_seconds for p in bulk),
+    )
+    print(
+        f"  {total.name:32} {total.ops:>9,} {total.seconds:8.2f} {total.rate:>10,.0f}"
+        f" {total.cpu_seconds:7.2f} {total.cpu_rate:>10,.0f}"
+    )
     return phases
 
 

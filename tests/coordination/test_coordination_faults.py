@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from coordination_support import CuttableProxy, Recorder, unique_chroot, wait_until
 
@@ -17,6 +19,7 @@ from odradek.coordination import (
 )
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.coordination.store import Session
+from odradek.coordination.zkwire import parse_hosts
 
 # ------------------------------------------------------------------------------------------- embedded
 
@@ -169,3 +172,23 @@ async def test_zookeeper_chroot_is_created_and_isolates(zookeeper: LocalZooKeepe
         assert await s.children("/") == ["brokers"]
         r = await root.session()
         assert await r.exists(f"{chroot}/brokers/seqid") is not None
+
+
+async def test_embedded_run_expiry_expires_overdue_sessions_on_its_own() -> None:
+    clock = ManualClock()
+    async with EmbeddedBackend(clock) as backend:
+        s = await backend.session(timeout_ms=1000)
+        ticker = asyncio.create_task(backend.run_expiry(interval_s=0.01))
+        try:
+            backend.suspend(s.session_id)
+            clock.advance(1000)
+            await wait_until(lambda: s.state is SessionState.EXPIRED, what="expiry by the ticker")
+        finally:
+            ticker.cancel()
+
+
+def test_zookeeper_connect_strings() -> None:
+    backend = ZooKeeperBackend("zk1:2181,[::1]:2182/kafka")
+    assert (backend.hosts, backend.chroot) == ("zk1:2181,[::1]:2182", "/kafka")
+    assert parse_hosts(backend.hosts) == [("zk1", 2181), ("::1", 2182)]
+    assert ZooKeeperBackend("zk1:2181", "/").chroot == ""

@@ -79,7 +79,7 @@ class _Node:
         self.version = 0
         self.cversion = 0
         self.owner = owner
-        self.children: dict[str, None] = {}
+        self.children: dict[str, None] | None = None  # made on the first child: most znodes are leaves
 
     def stat(self) -> Stat:
         return Stat(
@@ -92,7 +92,7 @@ class _Node:
             self.cversion,
             self.owner,
             len(self.data),
-            len(self.children),
+            len(self.children) if self.children else 0,
         )
 
 
@@ -223,6 +223,8 @@ class EmbeddedBackend(Backend):
         node = _Node(data, zxid, self.clock.now_ms(), session.session_id if ephemeral else 0)
         name = path[len(parent_path) + (0 if parent_path == "/" else 1) :]
         self._nodes[path] = node
+        if parent.children is None:
+            parent.children = {}
         parent.children[name] = None
         old_cversion, old_pzxid = parent.cversion, parent.pzxid
         parent.cversion += 1
@@ -233,7 +235,7 @@ class EmbeddedBackend(Backend):
 
             def revert() -> None:
                 del self._nodes[path]
-                del parent.children[name]
+                del parent.children[name]  # type: ignore[union-attr]
                 parent.cversion, parent.pzxid = old_cversion, old_pzxid
                 session._ephemerals.discard(path)
 
@@ -276,7 +278,7 @@ class EmbeddedBackend(Backend):
         parent = self._nodes[parent_path]
         name = path[len(parent_path) + (0 if parent_path == "/" else 1) :]
         del self._nodes[path]
-        del parent.children[name]
+        del parent.children[name]  # type: ignore[union-attr]
         old_cversion, old_pzxid = parent.cversion, parent.pzxid
         parent.cversion += 1
         parent.pzxid = zxid
@@ -287,7 +289,7 @@ class EmbeddedBackend(Backend):
 
             def revert() -> None:
                 self._nodes[path] = node
-                parent.children[name] = None
+                parent.children[name] = None  # type: ignore[index]
                 parent.cversion, parent.pzxid = old_cversion, old_pzxid
                 if owner is not None:
                     owner._ephemerals.add(path)
@@ -448,7 +450,7 @@ class EmbeddedSession(Session):
             raise NoNodeError(path)
         if watch is not None:
             backend._watch(backend._child_watches, path, (self, watch))
-        return list(node.children), node.stat()
+        return list(node.children or ()), node.stat()
 
     async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
         backend = self._usable()

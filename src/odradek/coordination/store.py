@@ -32,7 +32,7 @@ import abc
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 __all__ = [
     "ANY_VERSION",
@@ -116,9 +116,12 @@ class ConnectionLossError(CoordinationError):
 # ---------------------------------------------------------------------------------------------- values
 
 
-@dataclass(frozen=True, slots=True)
-class Stat:
-    """A znode's metadata, with ZooKeeper's field meanings (zxids are store-wide transaction ids)."""
+class Stat(NamedTuple):
+    """A znode's metadata, with ZooKeeper's field meanings (zxids are store-wide transaction ids).
+
+    A tuple rather than a dataclass: a tuple of ints drops out of the cyclic garbage collector's sight, which
+    matters when a controller holds the stats of 100,000 partitions.
+    """
 
     czxid: int
     mzxid: int
@@ -207,9 +210,8 @@ def validate_path(path: str) -> str:
         return path
     if path[-1] == "/" or "//" in path or "\x00" in path:
         raise BadArgumentsError(path, "invalid path")
-    for part in path.split("/")[1:]:
-        if part in (".", ".."):
-            raise BadArgumentsError(path, "relative path element")
+    if "/." in path and any(part in (".", "..") for part in path.split("/")):
+        raise BadArgumentsError(path, "relative path element")
     return path
 
 

@@ -48,7 +48,7 @@ from odradek.coordination.store import (
     SessionState,
 )
 
-__all__ = ["Reply", "ZkWire"]
+__all__ = ["Reply", "ZkWire", "parse_hosts"]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ Reply = Callable[[Any, BaseException | None], None]
 """Called on the loop with (decoded response, None) or (None, exception) for one request."""
 
 
-def _parse_hosts(hosts: str) -> list[tuple[str, int]]:
+def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     out = []
     for item in hosts.split(","):
         host, _, port = item.strip().rpartition(":")
@@ -115,7 +115,7 @@ class ZkWire:
         on_event: Callable[[int, str], None],
         watched_paths: Callable[[], tuple[list[str], list[str], list[str]]],
     ) -> None:
-        self.hosts = _parse_hosts(hosts)
+        self.hosts = parse_hosts(hosts)
         self.requested_timeout_ms = timeout_ms
         self.timeout_ms = timeout_ms
         self.session_id = 0
