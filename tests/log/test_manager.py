@@ -163,3 +163,22 @@ def test_rolled_segments_are_fsynced_on_the_flusher_thread(tmp_path, clock):
     assert not plog.has_rolled_unflushed
     assert plog.recovery_point == plog.segments[-1].base_offset > 0
     manager.close()
+
+
+def test_compaction_checks_back_off_between_ticks(tmp_path, clock):
+    manager = LogManager(tmp_path, clock, background_cleaning=False, cleaner_backoff_ms=15_000)
+    manager.load()
+    plog = manager.get_or_create("c", 0, {"cleanup.policy": "compact", "segment.bytes": "600",
+                                          "min.cleanable.dirty.ratio": "0.1"})
+    manager.tick(clock.now_ms())  # first look: nothing to clean yet
+    for r in range(8):
+        buf, headers = batch(values=[(b"k", f"v{r}".encode() * 20)])
+        plog.append_as_leader(buf, headers, 0, T0)
+    plog.high_watermark = plog.log_end_offset
+    before = len(read_all(plog))
+    manager.tick(clock.now_ms())
+    assert len(read_all(plog)) == before  # within the backoff
+    clock.advance(15_000)
+    manager.tick(clock.now_ms())
+    assert len(read_all(plog)) < before
+    manager.close()

@@ -31,6 +31,7 @@ HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 DELETE_SUFFIX = "-delete"
+CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms: how often a compacted log is looked at
 CHECKPOINT_INTERVAL_MS = 5_000  # Kafka checkpoints high watermarks every 5 s (replica.high.watermark...ms)
 
 TopicPartition = tuple[str, int]
@@ -47,6 +48,7 @@ class LogManager:
         cluster_id: str | None = None,
         checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS,
         background_cleaning: bool = True,
+        cleaner_backoff_ms: int = CLEANER_BACKOFF_MS,
     ) -> None:
         """``defaults`` are the broker's topic-config defaults keyed by topic-config name
         (``retention.ms``...), as :func:`odradek.broker.topic_config.broker_defaults_from_properties` produces
@@ -68,6 +70,8 @@ class LogManager:
             else None
         )
         self._cleaning: dict[TopicPartition, concurrent.futures.Future[None]] = {}
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self._last_clean_check: dict[TopicPartition, int] = {}
         # fsyncs of rolled segments likewise run on their own thread, never delayed behind a compaction.
         self._flusher_pool = (
             concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="odradek-log-flusher")
@@ -225,6 +229,10 @@ class LogManager:
             self._last_checkpoint_ms = now_ms
 
     def _schedule_cleaning(self, tp: TopicPartition, plog: PartitionLog, now_ms: int) -> None:
+        last = self._last_clean_check.get(tp)
+        if last is not None and now_ms - last < self.cleaner_backoff_ms:
+            return
+        self._last_clean_check[tp] = now_ms
         if self._cleaner_pool is None:
             self._clean((tp, plog, now_ms))
             return
