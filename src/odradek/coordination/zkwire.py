@@ -156,10 +156,10 @@ class ZkWire:
             self._host_index += 1
             try:
                 protocol = await self._connect(host, port)
-            except (OSError, TimeoutError, CoordinationError) as exc:
+            except Exception as exc:  # refused, timed out, garbled handshake: try the next host
                 if self.state is SessionState.EXPIRED:
                     return
-                log.debug("ZooKeeper %s:%s unreachable: %s", host, port, exc)
+                log.debug("ZooKeeper %s:%s unreachable: %r", host, port, exc)
                 await asyncio.sleep(delay * (0.5 + random.random()))
                 delay = min(delay * 2, 1.0)
                 continue
@@ -327,6 +327,7 @@ class ZkWire:
         expected, request, reply = self._pending.popleft()
         if xid != expected:
             log.error("ZooKeeper reply out of order (xid %s, expected %s); reconnecting", xid, expected)
+            reply(None, ConnectionLossError(getattr(request, "path", None), "reply out of order"))
             if self._transport is not None:
                 self._transport.abort()
             return

@@ -120,6 +120,8 @@ class ZooKeeperBackend(Backend):
                 await bootstrap.close()
             self._chroot_ready = True
         session = await ZooKeeperSession.open(self.hosts, self.chroot, timeout_ms, self.connect_timeout_s)
+        live = (SessionState.CONNECTED, SessionState.SUSPENDED)
+        self._sessions = [s for s in self._sessions if s.state in live]
         self._sessions.append(session)
         return session
 
