@@ -43,7 +43,7 @@ def builders(draw):  # type: ignore[no-untyped-def]
     return builder, unassigned
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(builders())
 def test_level_dealing_picks_what_the_treeset_scan_picks(built) -> None:  # type: ignore[no-untyped-def]
     builder, unassigned = built
@@ -53,3 +53,30 @@ def test_level_dealing_picks_what_the_treeset_scan_picks(built) -> None:  # type
     assert builder.cur == literal.cur
     assert builder.owner == literal.owner
     assert builder.entries == literal.entries
+
+
+def test_scaled_down_kafka_shapes_match_the_literal_procedure() -> None:
+    """Kafka's non-equal shapes (all-but-one on every topic; member i on topics 0..i%T), scaled down so the literal
+    TreeSet scan is affordable, give identical assignments through the fast path."""
+    n_topics, n_partitions, n_members = 12, 30, 60
+    topics = {f"t{i:03d}": n_partitions for i in range(n_topics)}
+    names = list(topics)
+    shapes = {
+        "non-equal": [names] * (n_members - 1) + [names[:1]],
+        "i%T": [names[: i % n_topics + 1] for i in range(n_members)],
+    }
+    for label, subscriptions in shapes.items():
+        members = [f"c{i:04d}" for i in range(n_members)]
+        subs = [Subscription(ts) for ts in subscriptions]
+        results = []
+        for literal in (False, True):
+            state = StickyState(normalize_topics(topics), members, subs, False)
+            builder = GeneralBuilder(state, [[] for _ in members], {})
+            if literal:
+                builder._maybe_assign_by_topic = lambda parts, b=builder: _literal(b, parts)  # type: ignore[method-assign]
+            results.append(builder.build())
+        assert results[0] == results[1], label
+
+
+def _literal(builder: GeneralBuilder, partitions: list[int]) -> None:
+    builder._maybe_assign(partitions, rack=False)

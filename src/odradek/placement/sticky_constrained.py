@@ -53,8 +53,8 @@ def constrained_assign(
                     kept.append(g)
             parts = kept
         if len(parts) > 1:
-            keys = list(map(pt_key.__getitem__, parts))
-            if keys != sorted(keys):
+            ranks = list(map(pt_key.__getitem__, parts))
+            if ranks != sorted(ranks):
                 parts = sorted(parts, key=pt_key.__getitem__)
         if multi_owned and parts:
             parts = _remove_first_occurrences(parts, multi_owned)
