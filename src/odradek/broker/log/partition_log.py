@@ -506,8 +506,8 @@ class PartitionLog:
         except OSError as exc:
             failure = exc
         with self._lock:
-            if truncations != self._truncations or any(s not in self._segments for s in pending):
-                return  # the log changed underneath; whatever remains pending is flushed next time
+            if self._offline or truncations != self._truncations or any(s not in self._segments for s in pending):
+                return  # the log changed (or was detached) underneath; what remains is flushed next time
             if failure is not None:
                 with self._disk("flush"):
                     raise failure
@@ -796,9 +796,10 @@ class PartitionLog:
     def detach(self) -> None:
         """Close every file and refuse further use (the manager is about to delete the directory)."""
         with self._lock:
+            self._offline = True
+            self._pending_flush.clear()
             for segment in self._segments:
                 segment.close()
-            self._offline = True
 
     def delete(self) -> None:
         """Remove the partition's directory and everything in it (the log must not be used afterwards)."""

@@ -23,6 +23,7 @@ from odradek.protocol.records import (
 )
 
 READ_CHUNK = 1 << 20
+RECOVERY_CHUNK = 8 << 20
 FIND_CHUNK = 32 << 10  # locating one batch from an index entry rarely walks more than index.interval.bytes
 MAX_TAIL_CRC_BYTES = 64 << 20  # a clean open still CRC-checks the unindexed tail when it is at most this big
 LOG_SUFFIX = ".log"
@@ -131,38 +132,46 @@ class LogSegment:
         self._reset_state()
         position = 0
         reason: str | None = None
-        buf = b""
-        buf_start = 0
-        while position < file_size:
-            rel = position - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(self.fd, min(READ_CHUNK, file_size - position), position)
-                buf_start, rel = position, 0
-            if len(buf) - rel < HEADER_SIZE:
-                reason = f"truncated batch header: {file_size - position} bytes"
-                break
-            size = read_header(buf, rel).size
-            if size > len(buf) - rel and position + size <= file_size and size >= HEADER_SIZE:
-                buf = os.pread(self.fd, max(size, min(READ_CHUNK, file_size - position)), position)
-                buf_start, rel = position, 0
-            try:
-                end = min(len(buf), rel + max(size, HEADER_SIZE))
-                _, header = next(iter_batches(buf, start=rel, end=end))
-            except CorruptBatchError as exc:
-                reason = str(exc).rsplit(" (at byte", 1)[0]
-                break
-            if header.base_offset < self.next_offset or header.last_offset_delta < 0:
-                reason = f"offset {header.base_offset} goes backwards (expected >= {self.next_offset})"
-                break
-            self._track(position, header)
-            if on_batch is not None:
-                on_batch(header)
-            position += size
+        while position < file_size and reason is None:
+            chunk = os.pread(self.fd, min(RECOVERY_CHUNK, file_size - position), position)
+            consumed, reason = self._recover_chunk(chunk, position, file_size, on_batch)
+            if consumed == 0 and reason is None:
+                # one batch larger than the chunk: read exactly that batch and check it alone
+                size = read_header(chunk).size
+                chunk = os.pread(self.fd, size, position)
+                consumed, reason = self._recover_chunk(chunk, position, file_size, on_batch)
+                if consumed == 0 and reason is None:
+                    reason = "batch larger than the file"
+            position += consumed
         self.size = position
         dropped = file_size - position
         if dropped:
             os.ftruncate(self.fd, position)
         return RecoveryOutcome(position, dropped, reason)
+
+    def _recover_chunk(
+        self, chunk: bytes, chunk_start: int, file_size: int, on_batch: Callable[[BatchHeader], None] | None
+    ) -> tuple[int, str | None]:
+        """Check the whole batches in ``chunk``: ``(bytes consumed, reason it stopped early or None)``.
+
+        A batch cut by the chunk's end is not an error when the file goes on: the caller reads on from there.
+        """
+        consumed = 0
+        chunk_is_file_tail = chunk_start + len(chunk) >= file_size
+        try:
+            for rel, header in iter_batches(chunk):
+                if header.base_offset < self.next_offset or header.last_offset_delta < 0:
+                    return rel, f"offset {header.base_offset} goes backwards (expected >= {self.next_offset})"
+                self._track(chunk_start + rel, header)
+                if on_batch is not None:
+                    on_batch(header)
+                consumed = rel + header.size
+        except CorruptBatchError as exc:
+            rel = exc.position
+            if not chunk_is_file_tail and _cut_by_chunk_end(chunk, rel, chunk_start, file_size):
+                return rel, None
+            return rel, str(exc).rsplit(" (at byte", 1)[0]
+        return consumed, None
 
     # --- writes ---------------------------------------------------------------------------------------------
 
@@ -291,3 +300,11 @@ def _renamed(path: Path, old: str, new: str) -> Path:
     target = path.with_name(path.name[: len(path.name) - len(old)] + new)
     os.replace(path, target)
     return target
+
+
+def _cut_by_chunk_end(chunk: bytes, rel: int, chunk_start: int, file_size: int) -> bool:
+    """Whether the batch at ``rel`` failed only because the chunk ends inside it (the file has the rest)."""
+    if len(chunk) - rel < HEADER_SIZE:
+        return True
+    size = read_header(chunk, rel).size
+    return size >= HEADER_SIZE and rel + size > len(chunk) and chunk_start + rel + size <= file_size
