@@ -145,3 +145,14 @@ def test_truncation_rebuilds_producer_state(open_log):
     buf, headers = batch(1, producer_id=7, producer_epoch=0, base_sequence=2)
     result = log.append_as_leader(buf, headers, 0, T0)
     assert not result.duplicate and result.first_offset == 2
+
+
+def test_truncation_below_the_log_start_offset_lowers_it(open_log):
+    log = open_log()
+    for _ in range(5):
+        append(log, 2)
+    log.high_watermark = 10
+    log.delete_records_before(7)
+    log.truncate_to(6)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (6, 6, 6)
+    assert append(log, 1).first_offset == 6

@@ -663,6 +663,7 @@ class PartitionLog:
     def _after_truncation(self) -> None:
         self._truncations += 1
         leo = self.log_end_offset
+        self._log_start_offset = min(self._log_start_offset, leo)  # as Kafka: never beyond the new end
         self._epochs.truncate_from_end(leo)
         self._recovery_point = min(self._recovery_point, leo)
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), leo)
