@@ -54,6 +54,7 @@ class Phase:
     seconds: float
     cpu_seconds: float
     """This process's CPU time: on a shared machine, ops per CPU-second is the figure that load does not skew."""
+    server_cpu_seconds: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -69,17 +70,25 @@ def initial_state(partition: int) -> PartitionState:
     return PartitionState(leader=replicas[0], leader_epoch=0, isr=replicas, controller_epoch=1)
 
 
-async def timed(name: str, ops: int, run: Callable[[], Awaitable[Sequence[Any]]]) -> Phase:
-    start, cpu_start = time.perf_counter(), time.process_time()
-    results = await run()
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    failures = [r for r in results if isinstance(r, CoordinationError)]
-    if failures:
-        raise SystemExit(f"{name}: {len(failures)} of {ops} failed, first: {failures[0]!r}")
-    return Phase(name, ops, seconds, cpu_seconds)
+class Meter:
+    """Times a phase: wall clock, this process's CPU, and the ZooKeeper server's CPU when it is ours to read."""
+
+    def __init__(self, server_cpu: Callable[[], float] | None = None) -> None:
+        self.server_cpu = server_cpu or (lambda: 0.0)
+
+    async def timed(self, name: str, ops: int, run: Callable[[], Awaitable[Sequence[Any]]]) -> Phase:
+        start, cpu_start, server_start = time.perf_counter(), time.process_time(), self.server_cpu()
+        results = await run()
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+        server_seconds = self.server_cpu() - server_start
+        failures = [r for r in results if isinstance(r, CoordinationError)]
+        if failures:
+            raise SystemExit(f"{name}: {len(failures)} of {ops} failed, first: {failures[0]!r}")
+        return Phase(name, ops, seconds, cpu_seconds, server_seconds)
 
 
-async def bench_session(session: Session, partitions: int) -> list[Phase]:
+async def bench_session(session: Session, partitions: int, meter: Meter) -> list[Phase]:
+    timed = meter.timed
     await session.ensure_path(partitions_path(TOPIC))
     parents = [Create(partition_path(TOPIC, p)) for p in range(partitions)]
     states = [Create(partition_state_path(TOPIC, p), initial_state(p).to_json()) for p in range(partitions)]
@@ -125,32 +134,35 @@ async def bench_session(session: Session, partitions: int) -> list[Phase]:
     return phases
 
 
-async def warm_up(session: Session, count: int) -> Phase:
+async def warm_up(session: Session, count: int, meter: Meter) -> Phase:
     """Run each kind of request a while first: a ZooKeeper that has served traffic has its JIT warmed up."""
     await session.ensure_path("/warmup")
     paths = [f"/warmup/{i}" for i in range(count)]
-    start, cpu_start = time.perf_counter(), time.process_time()
-    await session.create_many([Create(p, b"{}") for p in paths])
-    await session.get_many(paths)
-    await session.set_many([SetData(p, b"{}") for p in paths])
-    await session.delete_many([Delete(p) for p in paths])
+
+    async def every_kind() -> Sequence[Any]:
+        results: list[Any] = await session.create_many([Create(p, b"{}") for p in paths])
+        results += await session.get_many(paths)
+        results += await session.set_many([SetData(p, b"{}") for p in paths])
+        results += await session.delete_many([Delete(p) for p in paths])
+        return results
+
+    phase = await meter.timed("warm-up (create/get/set/delete)", 4 * count, every_kind)
     await session.delete("/warmup")
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    return Phase("warm-up (create/get/set/delete)", 4 * count, seconds, cpu_seconds)
+    return phase
 
 
-async def run_backend(name: str, backend: Backend, partitions: int, warm: int) -> list[Phase]:
+async def run_backend(name: str, backend: Backend, partitions: int, warm: int, meter: Meter) -> list[Phase]:
     async with backend:
         session = await backend.session(timeout_ms=30_000)
-        phases = [await warm_up(session, warm)] if warm else []
-        phases += await bench_session(session, partitions)
+        phases = [await warm_up(session, warm, meter)] if warm else []
+        phases += await bench_session(session, partitions, meter)
     load = os.getloadavg()[0]
     print(f"\n{name}: {partitions:,} partitions (load average {load:.1f} on {os.cpu_count()} CPUs)")
-    print(f"  {'phase':32} {'ops':>9} {'wall s':>8} {'ops/s':>10} {'cpu s':>7} {'ops/cpu-s':>10}")
+    print(f"  {'phase':32} {'ops':>9} {'wall s':>8} {'ops/s':>10} {'cpu s':>7} {'ops/cpu-s':>10} {'server cpu s':>12}")
     for phase in phases:
         print(
             f"  {phase.name:32} {phase.ops:>9,} {phase.seconds:8.2f} {phase.rate:>10,.0f}"
-            f" {phase.cpu_seconds:7.2f} {phase.cpu_rate:>10,.0f}"
+            f" {phase.cpu_seconds:7.2f} {phase.cpu_rate:>10,.0f} {phase.server_cpu_seconds:12.2f}"
         )
     bulk = [p for p in phases if p.name in ("create state znodes", "read state znodes", BULK_CAS)]
     total = Phase(
@@ -158,10 +170,11 @@ async def run_backend(name: str, backend: Backend, partitions: int, warm: int) -
         sum(p.ops for p in bulk),
         sum(p.seconds for p in bulk),
         sum(p.cpu_seconds for p in bulk),
+        sum(p.server_cpu_seconds for p in bulk),
     )
     print(
         f"  {total.name:32} {total.ops:>9,} {total.seconds:8.2f} {total.rate:>10,.0f}"
-        f" {total.cpu_seconds:7.2f} {total.cpu_rate:>10,.0f}"
+        f" {total.cpu_seconds:7.2f} {total.cpu_rate:>10,.0f} {total.server_cpu_seconds:12.2f}"
     )
     return phases
 
@@ -175,7 +188,7 @@ async def main() -> None:
     args = parser.parse_args()
 
     if args.backend in ("embedded", "both"):
-        await run_backend("embedded", EmbeddedBackend(), args.partitions, args.warm_up)
+        await run_backend("embedded", EmbeddedBackend(), args.partitions, args.warm_up, Meter())
     if args.backend in ("zookeeper", "both"):
         chroot = f"/odradek-bench-{uuid.uuid4().hex[:8]}"
         if args.zookeeper:
@@ -184,6 +197,7 @@ async def main() -> None:
                 ZooKeeperBackend(args.zookeeper, chroot),
                 args.partitions,
                 args.warm_up,
+                Meter(),
             )
             return
         with (
@@ -191,7 +205,8 @@ async def main() -> None:
             LocalZooKeeper(Path(tmp), heap_mb=1024, quick_start=False) as server,
         ):
             backend = ZooKeeperBackend(server.hosts, chroot)
-            await run_backend("zookeeper 3.8 (local, pipelined)", backend, args.partitions, args.warm_up)
+            meter = Meter(server.cpu_seconds)
+            await run_backend("zookeeper 3.8 (local, pipelined)", backend, args.partitions, args.warm_up, meter)
 
 
 if __name__ == "__main__":

@@ -208,7 +208,8 @@ class EmbeddedBackend(Backend):
         events: _Events,
     ) -> str:
         validate_path(path)
-        parent_path = parent_of(path)
+        slash = path.rfind("/")
+        parent_path = path[:slash] if slash else "/"
         parent = self._nodes.get(parent_path)
         if parent is None:
             raise NoNodeError(path)
@@ -221,7 +222,7 @@ class EmbeddedBackend(Backend):
         if path in self._nodes:
             raise NodeExistsError(path)
         node = _Node(data, zxid, self.clock.now_ms(), session.session_id if ephemeral else 0)
-        name = path[len(parent_path) + (0 if parent_path == "/" else 1) :]
+        name = path[slash + 1 :]  # a sequence suffix only lengthens the name
         self._nodes[path] = node
         if parent.children is None:
             parent.children = {}
@@ -308,15 +309,20 @@ class EmbeddedBackend(Backend):
     # ----------------------------------------------------------------------------------------- watches
 
     def _fire(self, events: _Events) -> None:
+        data_watches, child_watches = self._data_watches, self._child_watches
+        if not data_watches and not child_watches:
+            return
         for kind, path in events:
-            fired: dict[_Watcher, None]
+            fired: dict[_Watcher, None] | None
             if kind is EventType.CHILD:
-                fired = self._child_watches.pop(path, {})
+                fired = child_watches.pop(path, None)
             elif kind is EventType.DELETED:
-                fired = self._data_watches.pop(path, {})
-                fired.update(self._child_watches.pop(path, {}))
+                fired = data_watches.pop(path, None)
+                kids = child_watches.pop(path, None)
+                if kids:
+                    fired = {**fired, **kids} if fired else kids
             else:
-                fired = self._data_watches.pop(path, {})
+                fired = data_watches.pop(path, None)
             if fired:
                 event = WatchedEvent(kind, path)
                 for session, callback in fired:

@@ -9,6 +9,7 @@ is how readiness is detected).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -107,6 +108,13 @@ class LocalZooKeeper:
                     return True
             time.sleep(0.1)
         return False
+
+    def cpu_seconds(self) -> float:
+        """CPU time the server process has used so far (Linux ``/proc``), so a benchmark can split the cost."""
+        if self.proc is None:
+            return 0.0
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
