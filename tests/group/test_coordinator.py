@@ -498,8 +498,8 @@ def test_persistence_round_trip_into_a_new_coordinator() -> None:
         assert group.state is GroupState.STABLE and group.generation_id == 1
         assert group.protocol_name == "range" and group.leader_id == h.group().leader_id
         assert list(group.members) == list(h.group().members)
-        assert h2.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 43
-        assert h2.coord.fetch_offsets("solo", [("u", 3)])[1][("u", 3)].offset == 7
+        assert h2.coord.fetch_offsets("g", None)[1] == {("t", 0): OffsetValue(43, 5, "meta", h.clock.now_ms())}
+        assert h2.coord.fetch_offsets("solo", None)[1] == {("u", 3): OffsetValue(7, -1, "", h.clock.now_ms())}
         # Loaded members keep their generation and assignment and must keep heartbeating.
         assert h2.coord.heartbeat("g", 1, member.member_id, None) is E.none
         sync = await h2.coord.sync_group("g", 1, member.member_id, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -32,7 +33,7 @@ def consume(consumer: Consumer, n: int) -> list[tuple[int, int, int]]:
     seen: list[tuple[int, int, int]] = []
     deadline = time.monotonic() + 60
     while len(seen) < n and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
+        msg: Any = consumer.poll(0.5)
         if msg is not None and msg.error() is None:
             seen.append((msg.partition(), msg.offset(), int(msg.value())))
     consumer.commit(asynchronous=False)
