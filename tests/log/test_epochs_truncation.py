@@ -156,3 +156,26 @@ def test_truncation_below_the_log_start_offset_lowers_it(open_log):
     log.truncate_to(6)
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (6, 6, 6)
     assert append(log, 1).first_offset == 6
+
+
+def test_follower_gap_beyond_int32_starts_a_new_segment(open_log):
+    log = open_log()
+    buf, headers = _leader_batches([(0, 2, 1)])
+    log.append_as_follower(buf, headers)
+    far = 3 * 2**31
+    buf, headers = _leader_batches([(far, 2, 1)])
+    log.append_as_follower(buf, headers)
+    assert [s.base_offset for s in log.segments] == [0, far]
+    assert log.log_end_offset == far + 2
+    assert [o for o, _, _ in read_all(log)] == [0, 1, far, far + 1]
+
+
+def test_follower_gap_from_an_empty_log_replaces_the_empty_segment(open_log, tmp_path):
+    log = open_log()
+    far = 2**32
+    buf, headers = _leader_batches([(far, 3, 0)])
+    log.append_as_follower(buf, headers)
+    assert [s.base_offset for s in log.segments] == [far]
+    assert not (tmp_path / "topic-0" / f"{0:020d}.log").exists()
+    log.high_watermark = far + 3
+    assert [o for o, _, _ in read_all(log, far)] == [far, far + 1, far + 2]

@@ -1,11 +1,11 @@
 """Kafka's sparse segment indexes: ``.index`` (relative offset → file position) and ``.timeindex``.
 
-Entries are kept in memory as two arrays for bisecting (the hot read path never touches the file) and appended
-to the file as Kafka lays them out: ``.index`` entries are 8 bytes (int32 offset - baseOffset, int32
-position), ``.timeindex`` entries 12 bytes (int64 timestamp, int32 offset - baseOffset), big-endian. Kafka
-preallocates and mmaps index files; these are exactly as long as their entries, which Kafka also leaves after
-a clean shutdown. Indexes are derived data: any doubt about one (bad size, non-monotonic entries, pointing
-past the log) and the segment rebuilds it from the log.
+Entries are kept in memory as two arrays for bisecting (the hot read path never touches the file) holding
+exactly what the file holds, so memory per entry equals Kafka's on-disk size: ``.index`` entries are 8 bytes
+(int32 offset - baseOffset, int32 position), ``.timeindex`` entries 12 bytes (int64 timestamp, int32 offset -
+baseOffset), big-endian. Kafka preallocates and mmaps index files; these are exactly as long as their entries,
+which Kafka also leaves after a clean shutdown. Indexes are derived data: any doubt about one (bad size,
+non-monotonic entries, pointing past the log) and the segment rebuilds it from the log.
 """
 
 from __future__ import annotations
@@ -16,19 +16,20 @@ import struct
 from array import array
 from pathlib import Path
 
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-
 
 class _SparseIndex:
+    """Two parallel arrays (``keys`` sorted, ``values`` sorted) mirrored, lazily, into a file of entries."""
+
     entry: struct.Struct
+    key_type: str
+    value_type: str
 
     def __init__(self, path: Path, base_offset: int, max_entries: int) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_entries)
-        self.keys = array("q")
-        self.values = array("q")
+        self.keys = array(self.key_type)
+        self.values = array(self.value_type)
         self._fd = -1
         self._written = 0  # entries already in the file; the rest are written by flush/close
 
@@ -44,11 +45,9 @@ class _SparseIndex:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         return self._fd
 
-    def _pack(self, key: int, value: int) -> bytes:
-        raise NotImplementedError
-
-    def _unpack(self, raw: bytes, pos: int) -> tuple[int, int]:
-        raise NotImplementedError
+    def _add(self, key: int, value: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
 
     def write_pending(self) -> None:
         """Append the entries not yet in the file with one write. Entries are buffered because an index is
@@ -56,7 +55,8 @@ class _SparseIndex:
         count = len(self.keys)
         if self._written == count:
             return
-        raw = b"".join(self._pack(self.keys[i], self.values[i]) for i in range(self._written, count))
+        pack = self.entry.pack
+        raw = b"".join(pack(self.keys[i], self.values[i]) for i in range(self._written, count))
         os.pwrite(self._open(), raw, self._written * self.entry.size)
         self._written = count
 
@@ -71,9 +71,8 @@ class _SparseIndex:
             return False
         if len(raw) % self.entry.size:
             return False
-        keys, values = array("q"), array("q")
-        for pos in range(0, len(raw), self.entry.size):
-            key, value = self._unpack(raw, pos)
+        keys, values = array(self.key_type), array(self.value_type)
+        for key, value in self.entry.iter_unpack(raw):
             if (keys and (key < keys[-1] or value < values[-1])) or value < 0:
                 return False
             keys.append(key)
@@ -83,7 +82,7 @@ class _SparseIndex:
         return True
 
     def reset(self) -> None:
-        self.keys, self.values = array("q"), array("q")
+        self.keys, self.values = array(self.key_type), array(self.value_type)
         os.ftruncate(self._open(), 0)
         self._written = 0
 
@@ -112,26 +111,21 @@ class _SparseIndex:
 
 
 class OffsetIndex(_SparseIndex):
-    """keys: absolute offsets (the last offset of the indexed batch); values: its byte position in the log."""
+    """keys: last offset of the indexed batch, relative to the base; values: the batch's byte position."""
 
-    entry = _OFFSET_ENTRY
-
-    def _pack(self, key: int, value: int) -> bytes:
-        return _OFFSET_ENTRY.pack(key - self.base_offset, value)
-
-    def _unpack(self, raw: bytes, pos: int) -> tuple[int, int]:
-        rel, position = _OFFSET_ENTRY.unpack_from(raw, pos)
-        return self.base_offset + rel, position
+    entry = struct.Struct(">ii")
+    key_type = "i"
+    value_type = "i"
 
     def append(self, offset: int, position: int) -> None:
-        if self.keys and offset <= self.keys[-1]:
+        relative = offset - self.base_offset
+        if self.keys and relative <= self.keys[-1]:
             return
-        self.keys.append(offset)
-        self.values.append(position)
+        self._add(relative, position)
 
     def lookup(self, offset: int) -> int:
         """Position to start scanning for ``offset``: the batch holding it lies at or after this point."""
-        i = bisect.bisect_right(self.keys, offset) - 1
+        i = bisect.bisect_right(self.keys, offset - self.base_offset) - 1
         return self.values[i] if i >= 0 else 0
 
     def floor_position(self, position: int) -> int:
@@ -142,43 +136,46 @@ class OffsetIndex(_SparseIndex):
 
     def offset_floor_position(self, offset: int) -> int:
         """Start of an indexed batch wholly below ``offset`` (its last offset < offset), else 0."""
-        i = bisect.bisect_left(self.keys, offset) - 1
+        i = bisect.bisect_left(self.keys, offset - self.base_offset) - 1
         return self.values[i] if i >= 0 else 0
 
     def truncate_to_position(self, position: int) -> None:
         self.truncate_entries(bisect.bisect_left(self.values, position))
+
+    @property
+    def last_position(self) -> int:
+        return self.values[-1] if self.values else 0
 
     def valid_for(self, log_size: int) -> bool:
         return not self.values or self.values[-1] < log_size
 
 
 class TimeIndex(_SparseIndex):
-    """keys: the segment's max timestamp so far; values: the absolute offset where it was seen."""
+    """keys: the segment's max timestamp so far; values: the offset where it was seen, relative to the base."""
 
-    entry = _TIME_ENTRY
-
-    def _pack(self, key: int, value: int) -> bytes:
-        return _TIME_ENTRY.pack(key, value - self.base_offset)
-
-    def _unpack(self, raw: bytes, pos: int) -> tuple[int, int]:
-        ts, rel = _TIME_ENTRY.unpack_from(raw, pos)
-        return ts, self.base_offset + rel
+    entry = struct.Struct(">qi")
+    key_type = "q"
+    value_type = "i"
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Only strictly growing timestamps are indexed, as Kafka's TimeIndex.maybeAppend."""
-        if self.keys and (timestamp <= self.keys[-1] or offset < self.values[-1]):
+        relative = offset - self.base_offset
+        if self.keys and (timestamp <= self.keys[-1] or relative < self.values[-1]):
             return
-        self.keys.append(timestamp)
-        self.values.append(offset)
+        self._add(timestamp, relative)
 
     def offset_before(self, timestamp: int) -> int | None:
         """Offset of the last entry whose timestamp is < ``timestamp``: every batch up to there is older."""
         i = bisect.bisect_left(self.keys, timestamp) - 1
-        return self.values[i] if i >= 0 else None
+        return self.base_offset + self.values[i] if i >= 0 else None
 
     def truncate_to_offset(self, offset: int) -> None:
-        self.truncate_entries(bisect.bisect_left(self.values, offset))
+        self.truncate_entries(bisect.bisect_left(self.values, offset - self.base_offset))
 
     @property
     def last_timestamp(self) -> int:
         return self.keys[-1] if self.keys else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.values[-1] if self.values else self.base_offset

@@ -46,6 +46,7 @@ _Predicate = Callable[[LogSegment], bool]
 LIST_LATEST = -1
 LIST_EARLIEST = -2
 LIST_MAX_TIMESTAMP = -3
+INT32_MAX = 2**31 - 1  # offsets in a segment's index are int32 relative to its base offset
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
 REBUILD_SEGMENTS_WITHOUT_SNAPSHOT = 2
 STRAY_SUFFIXES = (".cleaned", ".deleted", ".tmp")
@@ -276,7 +277,7 @@ class PartitionLog:
             return True
         if seg.offset_index.is_full or seg.time_index.is_full:
             return True
-        if last_offset - seg.base_offset > 2**31 - 1:
+        if last_offset - seg.base_offset > INT32_MAX:
             return True
         jitter = self._roll_jitter.setdefault(
             seg.base_offset,
@@ -287,15 +288,19 @@ class PartitionLog:
             else now_ms - seg.created_ms
         return waited > self.config.segment_ms - jitter
 
-    def _roll(self, now_ms: int) -> None:
-        """Start a new active segment at the LEO; the old one is fsynced by the next tick (as Kafka does, off
-        the append path) and a producer-state snapshot marks where rebuilding can start."""
+    def _roll(self, now_ms: int, base_offset: int | None = None) -> None:
+        """Start a new active segment at the LEO (or ``base_offset``, for a replicated batch beyond int32 reach
+        of the current base); the old one is fsynced by the next tick (as Kafka does, off the append path) and
+        a producer-state snapshot marks where rebuilding can start."""
         old = self._active
-        old.on_become_inactive()
-        self._pending_flush.append(old)
         self._roll_jitter.pop(old.base_offset, None)
-        leo = self.log_end_offset
-        self._add_segment(self._new_segment(leo, now_ms))
+        if old.size == 0:
+            self._delete_segment(old)
+        else:
+            old.on_become_inactive()
+            self._pending_flush.append(old)
+        leo = self.log_end_offset if self._segments else old.base_offset
+        self._add_segment(self._new_segment(leo if base_offset is None else base_offset, now_ms))
         self._active.offset_index.ensure_file()
         self._active.time_index.ensure_file()
         producer_state.write_snapshot(self.directory, self._producers, leo)
@@ -461,7 +466,10 @@ class PartitionLog:
                now_ms: int) -> None:
         with self._disk("append"):
             max_ts = max(h.max_timestamp for _, h in stamped)
-            if self._should_roll(len(records), max_ts, stamped[-1][1].last_offset, now_ms):
+            first, last = stamped[0][1].base_offset, stamped[-1][1].last_offset
+            if last - self._active.base_offset > INT32_MAX:
+                self._roll(now_ms, base_offset=first)
+            elif self._should_roll(len(records), max_ts, stamped[-1][1].last_offset, now_ms):
                 self._roll(now_ms)
             self._active.append(records, stamped)
 

@@ -103,10 +103,10 @@ class LogSegment:
         if not self.offset_index.valid_for(file_size) and file_size:
             return False
         self._reset_state()
-        start = self.offset_index.values[-1] if len(self.offset_index) else 0
+        start = self.offset_index.last_position
         if len(self.time_index):
             self.max_timestamp = self.time_index.last_timestamp
-            self.offset_of_max_timestamp = self.time_index.values[-1]
+            self.offset_of_max_timestamp = self.time_index.last_offset
         try:
             for position, header in self.iter_headers(start, file_size):
                 self._track(position, header)
@@ -115,7 +115,7 @@ class LogSegment:
                     pass
         except CorruptBatchError:
             return False
-        if len(self.time_index) and self.time_index.values[-1] >= self.next_offset:
+        if len(self.time_index) and self.time_index.last_offset >= self.next_offset:
             return False
         self.size = file_size
         if file_size and self.first_batch_timestamp is not None and start:
@@ -219,10 +219,10 @@ class LogSegment:
         self.size = position
         self._reset_state()
         self.size = 0
-        start = self.offset_index.values[-1] if len(self.offset_index) else 0
+        start = self.offset_index.last_position
         if len(self.time_index):
             self.max_timestamp = self.time_index.last_timestamp
-            self.offset_of_max_timestamp = self.time_index.values[-1]
+            self.offset_of_max_timestamp = self.time_index.last_offset
         for pos, hdr in self.iter_headers(start, position):
             self._track(pos, hdr)
         if position:
