@@ -623,3 +623,111 @@ def test_group_max_size(max_size: int) -> None:
         assert refused.error is E.group_max_size_reached and refused.member_id == ""
 
     asyncio.run(main())
+
+
+# --- rejoins that do not change the group ----------------------------------------------------------------------
+
+
+@scenario
+async def test_rejoins_with_unchanged_metadata_do_not_rebalance(h: Harness) -> None:
+    a, b = await h.complete(await h.new_member(), await h.new_member())
+    leader, follower = (a, b) if a.member_id == a.leader_id else (b, a)
+    retry = await h.join(follower.member_id)  # a lost JoinGroup answer, asked for again while awaiting sync
+    assert (retry.generation_id, retry.leader_id, retry.members) == (1, leader.member_id, ())
+    assert h.group().state is GroupState.COMPLETING_REBALANCE
+    await h.sync_all([leader, follower])
+    again = await h.join(follower.member_id)  # a follower with the same metadata in Stable: nothing to do
+    assert again.generation_id == 1 and h.group().state is GroupState.STABLE
+    changed = h.join(follower.member_id, protocols=(("range", b"new topics"),))
+    await settle()
+    assert h.group().state is GroupState.PREPARING_REBALANCE
+    assert (await h.coord.sync_group("g", 1, leader.member_id, None)).error is E.rebalance_in_progress
+    first, second = await h.join(leader.member_id), await changed
+    assert first.generation_id == second.generation_id == 2
+
+
+@scenario
+async def test_a_second_join_supersedes_the_first(h: Harness) -> None:
+    a, b = await h.stable_group(2)
+    stale = h.join(a.member_id)  # the group now waits for b to rejoin
+    await settle()
+    fresh = h.join(a.member_id)
+    assert (await stale).error is E.rebalance_in_progress
+    rb = await h.join(b.member_id)
+    assert (await fresh).generation_id == rb.generation_id == 2
+
+
+@scenario
+async def test_static_rejoin_with_new_protocols_or_while_awaiting_sync_rebalances(h: Harness) -> None:
+    (r,) = await h.complete(h.join(instance="i-1"))
+    # Still CompletingRebalance: the old id may already be in the leader's plan, so a new generation starts.
+    r2 = await h.join(instance="i-1")
+    assert r2.generation_id == 2 and r2.member_id != r.member_id
+    await h.sync_all([r2])
+    r3 = await h.join(instance="i-1", protocols=(("roundrobin", b""), ("range", b"")))  # the choice would change
+    assert r3.generation_id == 3 and r3.protocol_name == "roundrobin"
+
+
+@scenario
+async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_reverts(h: Harness) -> None:
+    (r,) = await h.complete(h.join(instance="i-1"))
+    await h.sync_all([r])
+    rejoined = await h.coord.join_group(
+        "g",
+        "",
+        "i-1",
+        require_known_member_id=True,
+        client_id="c",
+        client_host="h",
+        rebalance_timeout_ms=REBALANCE,
+        session_timeout_ms=SESSION,
+        protocol_type="consumer",
+        protocols=[("range", b"meta")],
+        supports_skip_assignment=True,
+    )
+    assert rejoined.skip_assignment and rejoined.leader_id == rejoined.member_id
+    assert [m[0] for m in rejoined.members] == [rejoined.member_id]
+    h.log.fail_with = E.not_leader_or_follower
+    failed = await h.join(instance="i-1")
+    assert (failed.error, failed.member_id) == (E.not_coordinator, "")
+    assert h.group().static_members == {"i-1": rejoined.member_id}  # the last stored id still holds
+    assert h.coord.heartbeat("g", 1, rejoined.member_id, "i-1") is E.none
+
+
+# --- loading -------------------------------------------------------------------------------------------------
+
+
+def test_load_skips_foreign_records_and_unload_wins_over_a_running_load() -> None:
+    from odradek.protocol.records import encode_batch
+
+    async def main() -> None:
+        h = Harness()
+        await h.load()
+        await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(5)})
+        junk = encode_batch([(b"\x00\x07junk", b"x", ()), (None, b"no key", ())], timestamp_ms=0)
+        await h.log.append(0, junk)
+        for i in range(200):  # enough batches for the loader to yield to the event loop in between
+            await h.coord.commit_offsets("solo", "", None, -1, {("t", 1): OffsetCommit(i)})
+
+        h2 = Harness(log=h.log, clock=h.clock)
+        await h2.load()
+        assert h2.coord.fetch_offsets("solo", None)[1][("t", 1)].offset == 199  # type: ignore[union-attr]
+
+        h3 = Harness(log=h.log, clock=h.clock)
+        loading = h3.coord.load_partition(0)
+        await asyncio.sleep(0)
+        h3.coord.unload_partition(0)
+        await loading
+        assert not h3.coord.owns(0) and not h3.coord.is_loading(0) and h3.group("solo") is None
+
+    asyncio.run(main())
+
+
+@scenario
+async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
+    await h.coord.commit_offsets("solo", "", None, -1, {("gone", 0): OffsetCommit(1), ("kept", 0): OffsetCommit(2)})
+    await h.coord.commit_offsets("only-gone", "", None, -1, {("gone", 1): OffsetCommit(3)})
+    assert await h.coord.remove_offsets_for_topics(["gone"]) == 2
+    assert set(h.coord.fetch_offsets("solo", None)[1]) == {("kept", 0)}
+    assert h.group("only-gone") is None
+    assert (OffsetKey("solo", "gone", 0), None) in h.log.records(0)
