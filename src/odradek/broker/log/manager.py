@@ -254,6 +254,8 @@ class LogManager:
             plog.flush_rolled_segments()
         except KafkaError as exc:
             log.error("flushing rolled segments of %s-%d failed: %s", tp[0], tp[1], exc)
+        except Exception:  # a race with truncation; the segments stay pending and are flushed next time
+            log.exception("flushing rolled segments of %s-%d failed", tp[0], tp[1])
 
     def _clean(self, job: tuple[TopicPartition, PartitionLog, int]) -> None:
         (topic, partition), plog, now_ms = job

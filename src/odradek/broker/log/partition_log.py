@@ -457,10 +457,11 @@ class PartitionLog:
         for header in headers:
             for ts in (header.base_timestamp, header.max_timestamp):
                 if ts >= 0 and (now_ms - ts > before or ts - now_ms > after):
-                    raise KafkaError(ErrorCode.invalid_timestamp,
-                                     f"Timestamp {ts} of batch at offset {header.base_offset} is out of "
-                                     "range "
-                                     f"for now {now_ms}")
+                    raise KafkaError(
+                        ErrorCode.invalid_timestamp,
+                        f"Timestamp {ts} of message with offset {header.base_offset} is out of range. The "
+                        f"timestamp should be within [{now_ms - before}, {now_ms + after}]",
+                    )
 
     def _write(self, records: bytes | bytearray | memoryview, stamped: list[tuple[int, BatchHeader]],
                now_ms: int) -> None:
