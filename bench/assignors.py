@@ -9,8 +9,9 @@ Shapes (see ../shared/notes/java-anchors.md for Kafka's Java timings on this kin
 * ``B'``  member i subscribed to topics 0..(i % 500) (``Bprime`` on the command line)
 * ``C``   AdminUtils placement of 100,000 partitions, RF 3, over 1,000 brokers without racks; ``C-racks`` in 10 racks
 
-Only the ``assign`` call is timed (inputs, including user data, are built beforehand).  Each shape runs in its own
-process so the peak RSS column is that shape's.  Usage::
+Only the ``assign`` call is timed (inputs, including user data, are built beforehand); each shape runs ``--repeat``
+times (default 3, as Kafka's Java timings were) and the median is shown.  Each shape runs in its own process so
+the peak RSS column is that shape's.  Usage::
 
     .venv/bin/python bench/assignors.py                 # every shape except B'
     .venv/bin/python bench/assignors.py --shape A2      # one shape (B' with --shape Bprime)
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -40,14 +42,23 @@ N_TOPICS = 500
 N_PARTITIONS = 2_000
 N_MEMBERS = 2_000
 JAVA_SECONDS = {
-    ("A1", "sticky"): 0.14, ("A1", "cooperative-sticky"): 0.12,
-    ("A2", "sticky"): 3.2, ("A2", "cooperative-sticky"): 1.8,
-    ("B", "sticky"): 4.3, ("B", "cooperative-sticky"): 5.6,
+    ("A1", "sticky"): 0.14,
+    ("A1", "cooperative-sticky"): 0.12,
+    ("A2", "sticky"): 3.2,
+    ("A2", "cooperative-sticky"): 1.8,
+    ("B", "sticky"): 4.3,
+    ("B", "cooperative-sticky"): 5.6,
     ("Bprime", "sticky"): 521.0,
-    ("C", "adminutils"): 0.023, ("C-racks", "adminutils"): 0.049,
+    ("C", "adminutils"): 0.023,
+    ("C-racks", "adminutils"): 0.049,
 }
 TARGET_SECONDS = {
-    "A1": 1.0, "A2": None, "B": None, "Bprime": 30.0, "C": None, "C-racks": None,
+    "A1": 1.0,
+    "A2": None,
+    "B": None,
+    "Bprime": 30.0,
+    "C": None,
+    "C-racks": None,
 }  # None: "no slower than Java" (A2, B) or "within 5x of Java" (C)
 
 
@@ -59,8 +70,12 @@ def _members() -> list[str]:
     return [f"c{i:04d}" for i in range(N_MEMBERS)]
 
 
-def _check(topics: dict[str, int], subs: dict[str, Subscription], result: dict[str, list[TopicPartition]],
-           complete: bool = True) -> str:
+def _check(
+    topics: dict[str, int],
+    subs: dict[str, Subscription],
+    result: dict[str, list[TopicPartition]],
+    complete: bool = True,
+) -> str:
     seen = set()
     total = 0
     for m, parts in result.items():
@@ -149,8 +164,10 @@ SHAPES: dict[str, tuple[list[str], Callable[[str], tuple[float, str]]]] = {
 }
 
 
-def run_one(shape: str, assignor: str) -> dict[str, object]:
-    elapsed, detail = SHAPES[shape][1](assignor)
+def run_one(shape: str, assignor: str, repeat: int) -> dict[str, object]:
+    runs = [SHAPES[shape][1](assignor) for _ in range(repeat)]
+    elapsed = statistics.median(r[0] for r in runs)
+    detail = runs[-1][1] + (f"; runs {', '.join(f'{r[0]:.3f}' for r in runs)}" if repeat > 1 else "")
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"shape": shape, "assignor": assignor, "seconds": elapsed, "rss_mib": rss_mib, "detail": detail}
 
@@ -159,10 +176,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shape", choices=sorted(SHAPES), help="run one shape (default: all but Bprime)")
     parser.add_argument("--assignor", help="only this assignor (sticky, cooperative-sticky)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per shape; the median is reported (default 3)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_one(args.shape, args.assignor)))
+        print(json.dumps(run_one(args.shape, args.assignor, args.repeat)))
         return
     shapes = [args.shape] if args.shape else [s for s in SHAPES if s != "Bprime"]
     rows = []
@@ -170,8 +188,18 @@ def main() -> None:
         for assignor in SHAPES[shape][0]:
             if args.assignor and assignor != args.assignor:
                 continue
-            out = subprocess.run([sys.executable, __file__, "--child", "--shape", shape, "--assignor", assignor],
-                                 check=True, capture_output=True, text=True).stdout
+            command = [
+                sys.executable,
+                __file__,
+                "--child",
+                "--shape",
+                shape,
+                "--assignor",
+                assignor,
+                "--repeat",
+                str(args.repeat),
+            ]
+            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
             _print_row(rows[-1])
 
@@ -179,8 +207,11 @@ def main() -> None:
 def _print_row(row: dict) -> None:  # type: ignore[type-arg]
     java = JAVA_SECONDS.get((row["shape"], row["assignor"]))
     ratio = f"{row['seconds'] / java:6.2f}x" if java else "   -  "
-    print(f"{row['shape']:8} {row['assignor']:19} {row['seconds']:9.3f} s  java {java or 0:8.3f} s  {ratio}  "
-          f"rss {row['rss_mib']:7.0f} MiB  {row['detail']}", flush=True)
+    print(
+        f"{row['shape']:8} {row['assignor']:19} {row['seconds']:9.3f} s  java {java or 0:8.3f} s  {ratio}  "
+        f"rss {row['rss_mib']:7.0f} MiB  {row['detail']}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,7 @@ SETTINGS = settings(
 )
 
 
-# -- replica placement
-# ---------------------------------------------------------------------------------------------
+# -- replica placement --
 
 
 @st.composite
@@ -76,8 +75,7 @@ def test_replica_assignment_properties(cluster) -> None:  # type: ignore[no-unty
             assert sorted(replicas_per_broker.values()) == [n_partitions * rf // n] * n
 
 
-# -- consumer groups
-# -------------------------------------------------------------------------------------------
+# -- consumer groups --
 
 
 @st.composite

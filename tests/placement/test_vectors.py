@@ -57,8 +57,7 @@ def _int_keys(d: dict) -> dict[int, list[int]]:
     return {int(k): v for k, v in d.items()}
 
 
-# -- replica assignment
-# -------------------------------------------------------------------------------------------
+# -- replica assignment --
 
 
 @pytest.mark.parametrize("case", _ids("replica_assignment.rack_alternated_broker_list"))
@@ -141,8 +140,7 @@ def test_broker_metadata_rack_mode(case: dict) -> None:
         assert broker_metadatas(*call) == _brokers(exp["brokers"])
 
 
-# -- elections and rebalance
-# --------------------------------------------------------------------------------------
+# -- elections and rebalance --
 
 
 @pytest.mark.parametrize("case", _ids("leader_election."))
@@ -239,8 +237,7 @@ def test_leader_imbalance_ratio(case: dict) -> None:
     )
 
 
-# -- Java semantics
-# ------------------------------------------------------------------------------------------------
+# -- Java semantics --
 
 
 @pytest.mark.parametrize("case", _ids("java_semantics."))
@@ -258,8 +255,7 @@ def test_java_semantics(case: dict) -> None:
         assert [str(elems[i]) for i in order] == exp["iteration_order"]
 
 
-# -- consumer assignors
-# -----------------------------------------------------------------------------------------
+# -- consumer assignors --
 
 
 @pytest.mark.parametrize("case", _ids("consumer_assignor."))

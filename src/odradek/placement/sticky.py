@@ -37,14 +37,15 @@ class _AbstractStickyAssignor(Assignor):
         # Kafka's ``partitionsTransferringOwnership``: ``{}`` after the constrained path, None after the
         # general.
         self.partitions_transferring_ownership: dict[TopicPartition, str] | None = {}
-        self._general: GeneralBuilder | None = None
+        # Only the verdict is kept, not the builder: the assignor must not pin a call's million-partition state.
+        self._sticky = True
 
     def _member_data(self, state: StickyState, sub: Subscription) -> tuple[list[int], int | None]:
         raise NotImplementedError
 
     def is_sticky(self) -> bool:
         """Kafka's ``isSticky()``: no partition moved both ways between two members (general path)."""
-        return self._general is None or self._general.movements.is_sticky()
+        return self._sticky
 
     def assign(
         self, partitions_per_topic: PartitionsPerTopic, subscriptions: Mapping[str, Subscription]
@@ -60,7 +61,7 @@ class _AbstractStickyAssignor(Assignor):
         state = StickyState(normalize_topics(partitions_per_topic), member_ids, subs, self.prefer_rack_aware_logic)
         member_data = [self._member_data(state, sub) for sub in subs]
         owned, multi_owned, all_equal = self._all_subscriptions_equal(state, member_data)
-        self._general = None
+        self._sticky = True
         if all_equal and member_ids:
             transferring: dict[int, int] = {}
             result = constrained_assign(state, owned, multi_owned, transferring)
@@ -71,7 +72,7 @@ class _AbstractStickyAssignor(Assignor):
             prev = self._previous_assignment(member_data)
             builder = GeneralBuilder(state, owned, prev)
             built = builder.build()
-            self._general = builder
+            self._sticky = builder.movements.is_sticky()
             result = [built[m] for m in range(len(member_ids))]
         tps = state.tps if state.total else []
         return {m: list(map(tps.__getitem__, result[i])) for i, m in enumerate(member_ids)}
@@ -152,20 +153,8 @@ class StickyAssignor(_AbstractStickyAssignor):
 
     encode_user_data = staticmethod(encode_sticky_user_data)
 
-    def __init__(self, prefer_rack_aware_logic: bool = False) -> None:
-        super().__init__(prefer_rack_aware_logic)
-        self._index: dict[bytes, tuple[int, int]] = {}
-        self._index_for: StickyState | None = None
-
-    def _topic_index(self, state: StickyState) -> dict[bytes, tuple[int, int]]:
-        """Topic bytes -> (base, count) of this call's state, built once per call."""
-        if self._index_for is not state:
-            self._index = state.topic_bytes_index
-            self._index_for = state
-        return self._index
-
     def _member_data(self, state: StickyState, sub: Subscription) -> tuple[list[int], int | None]:
-        return decode_sticky_user_data_ids(sub.user_data, self._topic_index(state))
+        return decode_sticky_user_data_ids(sub.user_data, state.topic_bytes_index)
 
 
 class CooperativeStickyAssignor(_AbstractStickyAssignor):

@@ -159,8 +159,7 @@ class GeneralBuilder:
         self.max_size = [self._max_assignment_size(m) for m in range(n_members)]
         self._topic_of = topic_of
 
-    # -- the TreeSet ordered by (assignment size, member id)
-    # ------------------------------------------------------
+    # -- the TreeSet ordered by (assignment size, member id) --
     def _add(self, m: int) -> None:
         e = (len(self.cur[m]), self.s.member_keys[m], m)
         self.entry_of[m] = e
@@ -178,8 +177,7 @@ class GeneralBuilder:
             return self.s.total
         return sum(self.s.topic_counts[r] for r in topics)
 
-    # -- build
-    # ---------------------------------------------------------------------------------------------------
+    # -- build --
     def build(self) -> dict[int, list[int]]:
         assigned = self._assign_owned()
         if assigned:

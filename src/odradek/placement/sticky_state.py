@@ -44,10 +44,10 @@ class StickyState:
         self._topic_of: list[int] | None = None
         self._tps: list[TopicPartition] | None = None
         self._pt_key: list[int] | None = None
+        self._bytes_index: dict[bytes, tuple[int, int]] | None = None
         self._init_racks([metas[i] for i in order], prefer_rack_aware_logic)
 
-    # -- partition ids
-    # -------------------------------------------------------------------------------------------
+    # -- partition ids --
     @property
     def topic_of(self) -> list[int]:
         """Topic rank of every partition id."""
@@ -95,10 +95,13 @@ class StickyState:
     @property
     def topic_bytes_index(self) -> dict[bytes, tuple[int, int]]:
         """UTF-8 topic name -> (base id, partition count), for decoding user data straight to ids."""
-        return {name.encode("utf-8"): (self.base[r], self.topic_counts[r]) for r, name in enumerate(self.topic_names)}
+        if self._bytes_index is None:
+            counts = self.topic_counts
+            names = self.topic_names
+            self._bytes_index = {name.encode("utf-8"): (self.base[r], counts[r]) for r, name in enumerate(names)}
+        return self._bytes_index
 
-    # -- racks (Kafka's RackInfo)
-    # --------------------------------------------------------------------------------
+    # -- racks (Kafka's RackInfo) --
     def _init_racks(self, metas_by_rank: list[TopicMeta], prefer: bool) -> None:
         consumers_by_rack: dict[str, int] = {}
         for sub in self.subs:
