@@ -51,6 +51,8 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.cleanup.policy": (str, "delete"),
     "compression.type": (str, "producer"),
     "producer.id.expiration.ms": (int, 86400000),
+    "zookeeper.session.timeout.ms": (int, 18000),
+    "zookeeper.connect": (str, None),
 }
 
 def _parse(name: str, kind: type, raw: str) -> Any:

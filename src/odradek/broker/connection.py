@@ -108,6 +108,8 @@ class Connection:
         if key == API_VERSIONS_KEY and version > api.MAX_VERSION:
             # KIP-511: answer a too-new ApiVersions with a v0 response carrying the error and our ranges.
             return encode_response(correlation_id, api.unsupported_version_response())
+        if getattr(api, "RAW", False):
+            return await self._dispatch_raw(api, frame)
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
             raise FrameError(
                 f"unsupported version {version} of API {key} (supported {api.MIN_VERSION}-{api.MAX_VERSION})"
@@ -125,3 +127,25 @@ class Connection:
             flexible = ctx.response_class.__header_schema__.__flexible__
             return frame_encoded(correlation_id, flexible, response)
         return encode_response(correlation_id, response)
+
+    async def _dispatch_raw(self, api: Any, frame: bytes) -> list[bytes | bytearray | memoryview]:
+        """The controller's own APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown): not kio's."""
+        from odradek.controller.requests import (
+            RequestFormatError,
+            decode_request,
+            encode_body,
+            frame_response,
+            parse_request_frame,
+        )
+
+        try:
+            header, body = parse_request_frame(frame)
+            if header.api_version != api.MIN_VERSION:
+                raise RequestFormatError(f"version {header.api_version}")
+            request = decode_request(header.api_key, body)
+        except RequestFormatError as exc:
+            raise FrameError(f"malformed controller request (API {api.API_KEY}): {exc}") from exc
+        ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
+                             header.client_id, self.client_host)
+        response = await api.handle(ctx, request)
+        return [frame_response(header.correlation_id, encode_body(response))]

@@ -7,7 +7,9 @@ update: each change replaces whole entries.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -43,7 +45,36 @@ class MetadataCache:
         self.controller_id = controller_id
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.topics: dict[str, TopicMeta] = {}
-        self.version = 0
+        self._version = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        """Every change bumps the version, which wakes whoever waits for the metadata to reach some state."""
+        self._version = value
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not predicate():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(fut)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except TimeoutError:
+                return predicate()
+        return True
 
     def set_broker(self, endpoint: BrokerEndpoint) -> None:
         self.brokers[endpoint.broker_id] = endpoint

@@ -1,15 +1,21 @@
 """Partitions this broker hosts: leadership, the ISR, the high watermark and the waiters that depend on it.
 
-The high watermark is the minimum log end offset over the ISR and never moves backwards. Produce requests with
-acks=all and long-polling fetches wait on it: :meth:`Partition.wait_for_hw` and the partition's data waiters are
-woken each time it advances, so nobody polls.
+The high watermark is the minimum log end offset over the ISR and never moves backwards; while the ISR is smaller
+than the effective minimum (``min(min.insync.replicas, replication factor)``) it does not move at all, so nothing
+a consumer reads can depend on fewer replicas than the topic promises. Produce requests with acks=all and
+long-polling fetches wait on it: :meth:`Partition.wait_for_hw` and the data waiters are woken each time it advances.
+
+The leader alone changes the ISR (ZooKeeper-era Kafka): it shrinks out followers that have not caught up within
+``replica.lag.time.max.ms`` and expands a follower back in once it reaches the high watermark and the current
+leader epoch's start offset. A change takes effect only after the ``isr_writer`` (compare-and-set on the partition
+state znode) succeeds, exactly as Kafka updates its cache only after ZooKeeper accepted the write.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from odradek.broker.log import PartitionLog
@@ -18,11 +24,15 @@ from odradek.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
+# Given (partition, proposed ISR), persist it and return the new znode version, or None when the write lost.
+IsrWriter = Callable[["Partition", list[int]], Awaitable[int | None]]
+
 
 @dataclass(slots=True)
 class FollowerState:
     log_end_offset: int = 0
     last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
 
 
 class Partition:
@@ -34,60 +44,146 @@ class Partition:
         self.clock = clock
         self.leader_id = -1
         self.leader_epoch = -1
+        self.zk_version = -1
         self.replicas: list[int] = []
         self.isr: list[int] = []
+        self.min_isr = 1
         self.followers: dict[int, FollowerState] = {}
+        self.isr_writer: IsrWriter | None = None
+        self._isr_change_pending = False
         self._data_waiters: set[asyncio.Future[None]] = set()
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
 
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
 
-    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
+    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], zk_version: int = -1) -> None:
         self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.zk_version = zk_version
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self._refresh_min_isr()
+        now = self.clock.monotonic_ms()
+        # Followers start as caught up now: a new leader gives every replica a full lag window (Kafka does too).
+        self.followers = {r: FollowerState(0, now, now) for r in replicas if r != self.broker_id}
+        if self.log.latest_epoch < leader_epoch:
+            self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
+        self.maybe_advance_hw()
+
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
+        self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.replicas = list(replicas)
         self.isr = list(isr)
-        now = self.clock.monotonic_ms()
-        self.followers = {r: FollowerState(0, now) for r in replicas if r != self.broker_id}
-        self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
-        self.maybe_advance_hw()
+        self.followers = {}
+        self._refresh_min_isr()
+        self.fail_waiters()
+
+    def _refresh_min_isr(self) -> None:
+        self.min_isr = max(1, min(int(self.log.config.min_insync_replicas), len(self.replicas) or 1))
 
     def check_leader(self, leader_epoch: int = -1) -> None:
         """Clients learn to refresh metadata from these codes (Kafka's Partition.checkCurrentLeaderEpoch)."""
-        if not self.is_leader:
-            raise KafkaError(ErrorCode.not_leader_or_follower)
         if leader_epoch >= 0:
             if leader_epoch < self.leader_epoch:
                 raise KafkaError(ErrorCode.fenced_leader_epoch)
             if leader_epoch > self.leader_epoch:
                 raise KafkaError(ErrorCode.unknown_leader_epoch)
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
 
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
     def maybe_advance_hw(self) -> bool:
-        """HW = min LEO over the ISR; on a leader alone in its ISR that is its own LEO."""
-        leo = self.log.log_end_offset
-        candidate = leo
+        """HW = min LEO over the ISR, held while the ISR is below the effective minimum."""
+        if not self.is_leader or len(self.isr) < self.min_isr:
+            return False
+        candidate = self.log.log_end_offset
         for replica in self.isr:
             if replica != self.broker_id:
-                candidate = min(candidate, self.followers.get(replica, FollowerState()).log_end_offset)
+                state = self.followers.get(replica)
+                candidate = min(candidate, state.log_end_offset if state else 0)
         if candidate > self.high_watermark:
             self.log.high_watermark = candidate
             self._wake(candidate)
             return True
         return False
 
+    # --- followers, seen from the leader ---------------------------------------------------------------------
+
     def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
         """A follower's fetch offset is its log end offset: the leader's only evidence of replication."""
-        state = self.followers.setdefault(replica_id, FollowerState())
+        if not self.is_leader or replica_id == self.broker_id:
+            return
+        now = self.clock.monotonic_ms()
+        state = self.followers.setdefault(replica_id, FollowerState(0, now, now))
         state.log_end_offset = fetch_offset
+        state.last_fetch_ms = now
         if fetch_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = self.clock.monotonic_ms()
+            state.last_caught_up_ms = now
+        if replica_id not in self.isr and replica_id in self.replicas and self._caught_up_for_isr(fetch_offset):
+            self._propose_isr([*self.isr, replica_id], f"replica {replica_id} caught up at {fetch_offset}")
         self.maybe_advance_hw()
+
+    def _caught_up_for_isr(self, fetch_offset: int) -> bool:
+        epoch_start = self._current_epoch_start()
+        return fetch_offset >= self.high_watermark and fetch_offset >= epoch_start
+
+    def _current_epoch_start(self) -> int:
+        start = 0
+        for epoch, offset in self.log.epoch_entries:
+            if epoch == self.leader_epoch:
+                start = offset
+        return start
+
+    def maybe_shrink_isr(self, lag_max_ms: int) -> None:
+        """Drop followers that have not caught up within ``replica.lag.time.max.ms`` (stuck or slow alike)."""
+        if not self.is_leader or self._isr_change_pending:
+            return
+        now = self.clock.monotonic_ms()
+        leo = self.log.log_end_offset
+        out = [
+            r for r in self.isr
+            if r != self.broker_id
+            and (st := self.followers.get(r)) is not None
+            and st.log_end_offset < leo
+            and now - st.last_caught_up_ms > lag_max_ms
+        ]
+        if out:
+            self._propose_isr([r for r in self.isr if r not in out], f"replicas {out} lagged over {lag_max_ms} ms")
+
+    def _propose_isr(self, new_isr: list[int], reason: str) -> None:
+        if self._isr_change_pending or self.isr_writer is None:
+            return
+        self._isr_change_pending = True
+        epoch = self.leader_epoch
+        asyncio.ensure_future(self._write_isr(new_isr, reason, epoch))
+
+    async def _write_isr(self, new_isr: list[int], reason: str, epoch: int) -> None:
+        assert self.isr_writer is not None
+        try:
+            version = await self.isr_writer(self, new_isr)
+        except Exception:
+            log.exception("writing ISR %s for %s failed", new_isr, self.name)
+            version = None
+        finally:
+            self._isr_change_pending = False
+        if version is None or epoch != self.leader_epoch or not self.is_leader:
+            return
+        log.info("ISR of %s: %s -> %s (%s)", self.name, self.isr, new_isr, reason)
+        self.isr = new_isr
+        self.zk_version = version
+        self.maybe_advance_hw()
+
+    # --- waiting on the high watermark --------------------------------------------------------------------------
 
     def _wake(self, hw: int) -> None:
         for fut in self._data_waiters:
@@ -103,6 +199,13 @@ class Partition:
             else:
                 still.append((offset, fut))
         self._hw_waiters = still
+
+    def notify_follower_data(self) -> None:
+        """Followers' fetch waiters (replica fetches read to the log end) wake on every append."""
+        for fut in self._data_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._data_waiters.clear()
 
     def add_data_waiter(self, fut: asyncio.Future[None]) -> None:
         self._data_waiters.add(fut)
@@ -132,8 +235,3 @@ class Partition:
             if not fut.done():
                 fut.set_exception(KafkaError(ErrorCode.not_leader_or_follower))
         self._hw_waiters.clear()
-
-
-def wake_any(partitions: Iterable[Partition], fut: asyncio.Future[None]) -> None:
-    for p in partitions:
-        p.add_data_waiter(fut)

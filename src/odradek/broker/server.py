@@ -11,7 +11,6 @@ import asyncio
 import importlib
 import logging
 import pkgutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -21,12 +20,17 @@ from odradek.broker import apis as apis_pkg
 from odradek.broker.config import BrokerConfig
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.log import LogManager
-from odradek.broker.metadata import BrokerEndpoint, MetadataCache, PartitionMeta, TopicMeta
+from odradek.broker.admin import StandaloneAdmin, TopicAdmin
+from odradek.broker.cluster_link import ClusterLink
+from odradek.broker.fetcher import FetcherManager
+from odradek.broker.metadata import BrokerEndpoint, MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica import Partition
 from odradek.broker.topic_config import validate_overrides
-from odradek.broker.topics import INTERNAL_TOPICS, TopicRecord, TopicStore, collision_key, validate_topic_name
+from odradek.broker.topics import TopicRecord, collision_key, validate_topic_name
 from odradek.clock import Clock, SystemClock
+from odradek.coordination import Backend
+from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import BatchHeader, Record, decode_batch, iter_batches, validate_produce
 
@@ -34,6 +38,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TICK_INTERVAL_S = 0.1
+MAX_PARTITIONS_PER_REQUEST = 100_000  # a bound so one request cannot exhaust memory; Kafka has none
 
 
 def load_apis() -> dict[int, ModuleType]:
@@ -51,52 +56,75 @@ def load_apis() -> dict[int, ModuleType]:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None, backend: Backend | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.broker_id = config.broker_id
         self.data_dir = Path(config.data_dir)
         self.apis = load_apis()
-        self.topic_store = TopicStore(self.data_dir)
         self.metadata = MetadataCache(cluster_id="")
         self.logs: LogManager | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.producer_ids = ProducerIdManager(self.data_dir / "producer-ids.json")
+        self.fetchers = FetcherManager(self)
         self.groups = GroupCoordinator(
             broker_id=self.broker_id,
             clock=self.clock,
             offsets_log=_OffsetsLog(self),
             config=GroupConfig.from_overrides({k: str(v) for k, v in config.values.items()}),
         )
+        self.backend = backend
+        self.link: ClusterLink | None = None
+        self.admin: TopicAdmin
+        self._standalone: StandaloneAdmin | None = None
+        if backend is None:
+            self._standalone = StandaloneAdmin(self)
+            self.admin = self._standalone
+        else:
+            self.link = ClusterLink(self, backend)
+            self.admin = self.link
         self._server: asyncio.base_events.Server | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.host = config.host
         self.port = config.port
+        self.running = False
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.topic_store.load()
-        self.metadata.cluster_id = self.topic_store.cluster_id
-        self.metadata.controller_id = self.broker_id
         self.producer_ids.load()
-        self.logs = LogManager(
-            self.data_dir, self.clock, self.config.topic_defaults(),
-            broker_id=self.broker_id, cluster_id=self.topic_store.cluster_id,
-        )
-        self.logs.load({name: t.configs for name, t in self.topic_store.topics.items()})
         self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port, limit=1 << 20)
-        sock = self._server.sockets[0].getsockname()
-        self.port = sock[1]
+        self.port = self._server.sockets[0].getsockname()[1]
         self.metadata.set_broker(BrokerEndpoint(self.broker_id, self.config.host, self.port, self.config.rack))
-        for record in self.topic_store.topics.values():
-            self._open_topic(record)
+        if self._standalone is not None:
+            cluster_id = self._standalone.load()
+            self.metadata.controller_id = self.broker_id
+            overrides = {name: t.configs for name, t in self._standalone.store.topics.items()}
+        else:
+            assert self.link is not None
+            cluster_id = await self.link.connect()
+            overrides = await self.link.all_topic_configs()
+        self.metadata.cluster_id = cluster_id
+        self.logs = LogManager(
+            self.data_dir, self.clock, self.config.topic_defaults(), broker_id=self.broker_id, cluster_id=cluster_id
+        )
+        self.logs.load(overrides)
+        if self._standalone is not None:
+            self._standalone.open_all()
+        else:
+            assert self.link is not None
+            await self.link.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
+        self.running = True
         log.info("broker %d listening on %s:%d (data dir %s)", self.broker_id, self.host, self.port, self.data_dir)
 
-    async def stop(self) -> None:
+    async def stop(self, controlled: bool = True) -> None:
+        """Stop serving; in a cluster first hand leaderships away (controlled shutdown) when ``controlled``."""
+        if self.link is not None and controlled and self.config["controlled.shutdown.enable"]:
+            await self.link.controlled_shutdown()
+        self.running = False
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):
@@ -106,6 +134,9 @@ class Broker:
         if self._tick_task is not None:
             self._tick_task.cancel()
             await asyncio.gather(self._tick_task, return_exceptions=True)
+        await self.fetchers.stop()
+        if self.link is not None:
+            await self.link.stop()
         await self.groups.shutdown()
         for p in self.partitions.values():
             p.fail_waiters()
@@ -125,37 +156,60 @@ class Broker:
             self._connections.discard(task)
 
     async def _tick_loop(self) -> None:
+        lag_max = self.config["replica.lag.time.max.ms"]
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
             try:
                 now = self.clock.now_ms()
                 assert self.logs is not None
                 self.logs.tick(now)
+                for part in self.partitions.values():
+                    if part.is_leader and len(part.replicas) > 1:
+                        part.maybe_shrink_isr(lag_max)
                 await self.groups.tick(now)
+                if self.link is not None:
+                    await self.link.tick()
             except Exception:
                 log.exception("broker %d background tick failed", self.broker_id)
 
     # --- partitions ------------------------------------------------------------------------------------------
 
-    def _open_topic(self, record: TopicRecord) -> None:
+    def open_partition(self, topic: str, index: int, overrides: dict[str, str] | None = None) -> Partition:
         assert self.logs is not None
-        overrides = record.configs
-        partitions: dict[int, PartitionMeta] = {}
-        for index, replicas in sorted(record.assignment.items()):
-            plog = self.logs.get_or_create(record.name, index, overrides)
-            part = self.partitions.get((record.name, index))
-            if part is None:
-                part = Partition(record.name, index, plog, self.broker_id, self.clock)
-                self.partitions[(record.name, index)] = part
-            epoch = max(part.leader_epoch + 1, plog.latest_epoch + 1)
-            part.make_leader(epoch, replicas, [self.broker_id])
-            partitions[index] = PartitionMeta(index, self.broker_id, epoch, list(replicas), [self.broker_id])
-        self.metadata.set_topic(
-            TopicMeta(record.name, record.topic_id, partitions, internal=record.name in INTERNAL_TOPICS)
-        )
-        if record.name == OFFSETS_TOPIC:
-            for index in partitions:
-                self.groups.load_partition(index)
+        plog = self.logs.get_or_create(topic, index, overrides)
+        part = self.partitions.get((topic, index))
+        if part is None:
+            part = Partition(topic, index, plog, self.broker_id, self.clock)
+            self.partitions[(topic, index)] = part
+        if self.link is not None:
+            part.isr_writer = self.link.write_isr
+        return part
+
+    def drop_partition(self, topic: str, index: int, delete: bool) -> None:
+        self.fetchers.unfollow(topic, index)
+        part = self.partitions.pop((topic, index), None)
+        if part is not None:
+            part.fail_waiters()
+        if topic == OFFSETS_TOPIC:
+            self.groups.unload_partition(index)
+        if delete:
+            assert self.logs is not None
+            self.logs.delete_partition(topic, index)
+
+    def on_leadership(self, part: Partition) -> None:
+        """Internal topics follow their leaders: this broker coordinates the groups of the partitions it leads."""
+        if part.topic == OFFSETS_TOPIC:
+            if part.is_leader:
+                self.groups.load_partition(part.index)
+            else:
+                self.groups.unload_partition(part.index)
+
+    def apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        assert self.logs is not None
+        self.logs.update_config(topic, configs)
+        for (t, _i), part in self.partitions.items():
+            if t == topic:
+                part.min_isr = max(1, min(int(part.log.config.min_insync_replicas), len(part.replicas) or 1))
 
     def partition(self, topic: str, index: int) -> Partition:
         part = self.partitions.get((topic, index))
@@ -173,18 +227,19 @@ class Broker:
 
     # --- topic administration --------------------------------------------------------------------------------
 
-    def check_new_topic(
+    async def check_new_topic(
         self, name: str, num_partitions: int, replication_factor: int,
         assignment: dict[int, list[int]] | None, configs: dict[str, str],
     ) -> dict[int, list[int]]:
         """Kafka's CreateTopics validation, in Kafka's order and with its codes; returns the assignment to use."""
         validate_topic_name(name)
-        if name in self.topic_store.topics:
+        existing = await self.admin.topic_names()
+        if name in existing:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-        for existing in self.topic_store.topics:
-            if collision_key(existing) == collision_key(name):
+        for other in existing:
+            if collision_key(other) == collision_key(name):
                 raise KafkaError(
-                    ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {existing}"
+                    ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {other}"
                 )
         validate_overrides(configs)
         brokers = self.live_broker_ids()
@@ -196,10 +251,14 @@ class Broker:
                     "Both cannot be used at the same time.",
                 )
             if sorted(assignment) != list(range(len(assignment))):
-                raise KafkaError(ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence")
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence"
+                )
             for replicas in assignment.values():
                 if not replicas or len(set(replicas)) != len(replicas):
-                    raise KafkaError(ErrorCode.invalid_replica_assignment, f"Duplicate replica assignment found: {replicas}")
+                    raise KafkaError(
+                        ErrorCode.invalid_replica_assignment, f"Duplicate replica assignment found: {replicas}"
+                    )
                 for r in replicas:
                     if r not in brokers:
                         raise KafkaError(ErrorCode.invalid_replica_assignment, f"Unknown broker {r} in assignment")
@@ -208,6 +267,11 @@ class Broker:
         rf = self.config["default.replication.factor"] if replication_factor == -1 else replication_factor
         if partitions <= 0:
             raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        if partitions > MAX_PARTITIONS_PER_REQUEST:
+            raise KafkaError(
+                ErrorCode.invalid_partitions,
+                f"Number of partitions {partitions} exceeds the {MAX_PARTITIONS_PER_REQUEST} one request may create.",
+            )
         if rf <= 0:
             raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
         if rf > len(brokers):
@@ -215,41 +279,22 @@ class Broker:
                 ErrorCode.invalid_replication_factor,
                 f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
             )
-        from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
+        return self._place(partitions, rf, brokers)
 
+    def _place(self, partitions: int, rf: int, brokers: list[int], start_partition_id: int = -1,
+               fixed_start_index: int = -1) -> dict[int, list[int]]:
         racks = {b: self.metadata.brokers[b].rack for b in brokers}
         metas = [BrokerMetadata(b, racks[b] if all(racks.values()) else None) for b in brokers]
-        return {p: list(r) for p, r in assign_replicas_to_brokers(partitions, rf, metas).items()}
-
-    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicRecord:
-        record = TopicRecord(name, uuid.uuid4(), assignment, dict(configs))
-        self.topic_store.topics[name] = record
-        self.topic_store.save()
-        self._open_topic(record)
-        log.info("created topic %s with %d partitions, configs %s", name, len(assignment), configs or "{}")
-        return record
-
-    async def delete_topic(self, name: str) -> None:
-        if not self.config["delete.topic.enable"]:
-            raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-        record = self.topic_store.topics.pop(name, None)
-        if record is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition)
-        self.topic_store.save()
-        self.metadata.remove_topic(name)
-        assert self.logs is not None
-        for index in record.assignment:
-            part = self.partitions.pop((name, index), None)
-            if part is not None:
-                part.fail_waiters()
-            if name == OFFSETS_TOPIC:
-                self.groups.unload_partition(index)
-            self.logs.delete_partition(name, index)
-        log.info("deleted topic %s and its data", name)
+        placed = assign_replicas_to_brokers(
+            partitions, rf, metas, fixed_start_index=fixed_start_index, start_partition_id=start_partition_id
+        )
+        return {p: list(r) for p, r in placed.items()}
 
     def assign_new_partitions(
-        self, current: int, count: int, rf: int, manual: Any | None
+        self, existing: dict[int, list[int]], count: int, manual: Any | None
     ) -> dict[int, list[int]]:
+        current = len(existing)
+        rf = len(existing[0])
         brokers = self.live_broker_ids()
         if manual:
             if len(manual) != count - current:
@@ -265,46 +310,39 @@ class Broker:
                     raise KafkaError(ErrorCode.invalid_replica_assignment, f"Invalid assignment {replicas}")
                 out[current + i] = replicas
             return out
+        if count - current > MAX_PARTITIONS_PER_REQUEST:
+            raise KafkaError(ErrorCode.invalid_partitions, f"Cannot add more than {MAX_PARTITIONS_PER_REQUEST} partitions")
         if rf > len(brokers):
             raise KafkaError(
                 ErrorCode.invalid_replication_factor,
                 f"Replication factor: {rf} larger than available brokers: {len(brokers)}.",
             )
-        from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
+        first = existing[0][0]
+        start = brokers.index(first) if first in brokers else -1
+        return self._place(count - current, rf, brokers, start_partition_id=current, fixed_start_index=start)
 
-        racks = {b: self.metadata.brokers[b].rack for b in brokers}
-        metas = [BrokerMetadata(b, racks[b] if all(racks.values()) else None) for b in brokers]
-        placed = assign_replicas_to_brokers(count - current, rf, metas, start_partition_id=current)
-        return {current + i: list(r) for i, r in enumerate(placed[p] for p in sorted(placed))}
+    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicRecord:
+        return await self.admin.create_topic(name, assignment, configs)
 
-    async def add_partitions(self, name: str, new_assignment: dict[int, list[int]]) -> None:
-        record = self.topic_store.topics[name]
-        record.assignment.update(new_assignment)
-        self.topic_store.save()
-        self._open_topic(record)
-
-    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        record = self.topic_store.topics[name]
-        record.configs = dict(configs)
-        self.topic_store.save()
-        assert self.logs is not None
-        self.logs.update_config(name, configs)
+    async def delete_topic(self, name: str) -> None:
+        await self.admin.delete_topic(name)
 
     async def ensure_offsets_topic(self) -> None:
-        if OFFSETS_TOPIC in self.topic_store.topics:
+        if OFFSETS_TOPIC in await self.admin.topic_names():
             return
         n = self.config["offsets.topic.num.partitions"]
-        rf = min(self.config["offsets.topic.replication.factor"], len(self.live_broker_ids()))
+        live = self.live_broker_ids()
+        rf = min(self.config["offsets.topic.replication.factor"], len(live))
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
         }
-        from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
-
-        metas = [BrokerMetadata(b) for b in self.live_broker_ids()]
-        assignment = {p: list(r) for p, r in assign_replicas_to_brokers(n, rf, metas).items()}
-        await self.create_topic(OFFSETS_TOPIC, assignment, configs)
+        try:
+            await self.create_topic(OFFSETS_TOPIC, self._place(n, rf, live), configs)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.topic_already_exists:
+                raise
 
     # --- the data path ---------------------------------------------------------------------------------------
 
@@ -312,13 +350,14 @@ class Broker:
         """Validate and append a Produce request's record set as leader; the caller decides how long to wait."""
         part = self.leader_partition(topic, index)
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        max_bytes = int(part.log.config.max_message_bytes)
+        max_bytes = part.log.config.max_message_bytes
         headers = validate_produce(buf)
         for h in headers:
             if h.size > max_bytes:
                 raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
         result = part.log.append_as_leader(buf, headers, part.leader_epoch, self.clock.now_ms())
-        part.maybe_advance_hw()
+        if not part.maybe_advance_hw():
+            part.notify_follower_data()
         return result, part
 
 
@@ -333,7 +372,8 @@ class _OffsetsLog:
         part = broker.leader_partition(OFFSETS_TOPIC, partition)
         headers = [h for _pos, h in iter_batches(batch)]
         result = part.log.append_as_leader(batch, headers, part.leader_epoch, broker.clock.now_ms())
-        part.maybe_advance_hw()
+        if not part.maybe_advance_hw():
+            part.notify_follower_data()
         timeout_s = broker.config["offsets.commit.timeout.ms"] / 1000
         if not await part.wait_for_hw(result.last_offset + 1, timeout_s):
             raise KafkaError(ErrorCode.request_timed_out, "offset commit was not replicated in time")

@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic in request: {t.name}")
-            record = broker.topic_store.topics.get(t.name)
+            record = await broker.admin.topic_record(t.name)
             if record is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist.")
             current = len(record.assignment)
@@ -39,10 +39,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     ErrorCode.invalid_partitions,
                     f"Topic currently has {current} partitions, which is higher than the requested {t.count}.",
                 )
-            rf = len(record.assignment[0])
-            new = broker.assign_new_partitions(current, t.count, rf, t.assignments)
+            new = broker.assign_new_partitions(record.assignment, t.count, t.assignments)
             if not request.validate_only:
-                await broker.add_partitions(t.name, new)
+                await broker.admin.add_partitions(t.name, new)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(result_cls(name=t.name, error_code=error, error_message=message))

@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         keys = set(res.configuration_keys) if res.configuration_keys else None
         try:
             if res.resource_type == TOPIC:
-                record = broker.topic_store.topics.get(res.resource_name)
+                record = await broker.admin.topic_record(res.resource_name)
                 if record is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
                 entries = [

@@ -59,12 +59,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.invalid_request, "broker configs are static in odradek")
             if res.resource_type != TOPIC:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
-            record = broker.topic_store.topics.get(res.resource_name)
+            record = await broker.admin.topic_record(res.resource_name)
             if record is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
             new = apply_operations(record.configs, res.configs)
             if not request.validate_only:
-                await broker.alter_topic_configs(res.resource_name, new)
+                await broker.admin.alter_topic_configs(res.resource_name, new)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(

@@ -86,7 +86,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
 async def _auto_create(ctx: RequestContext, name: str) -> TopicMeta | None:
     broker = ctx.broker
     try:
-        assignment = broker.check_new_topic(name, -1, -1, None, {})
+        assignment = await broker.check_new_topic(name, -1, -1, None, {})
         await broker.create_topic(name, assignment, {})
     except KafkaError as exc:
         if exc.code != ErrorCode.topic_already_exists:

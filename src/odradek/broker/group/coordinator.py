@@ -796,16 +796,30 @@ class GroupCoordinator:
     # --- heartbeats and expiry ------------------------------------------------------------------------------
 
     def _schedule_heartbeat(self, group: Group, member: Member, timeout_ms: int, now: int | None = None) -> None:
+        """Move the member's session deadline.
+
+        Each member keeps at most one timer armed: a later deadline is picked up when that timer fires, so a
+        member that heartbeats or commits often does not grow the timer heap.
+        """
         deadline = (self._clock.now_ms() if now is None else now) + timeout_ms
         member.heartbeat_deadline = deadline
+        if member.heartbeat_armed_at is None or deadline < member.heartbeat_armed_at:
+            self._arm_heartbeat(group, member, deadline)
+
+    def _arm_heartbeat(self, group: Group, member: Member, deadline: int) -> None:
+        member.heartbeat_armed_at = deadline
         self._schedule(deadline, lambda: self._on_heartbeat_deadline(group, member, deadline))
 
-    def _on_heartbeat_deadline(self, group: Group, member: Member, deadline: int) -> None:
+    def _on_heartbeat_deadline(self, group: Group, member: Member, armed_at: int) -> None:
         if (
             self._groups.get(group.group_id) is not group
             or group.members.get(member.member_id) is not member
-            or member.heartbeat_deadline != deadline
+            or member.heartbeat_armed_at != armed_at
         ):
+            return
+        member.heartbeat_armed_at = None
+        if member.heartbeat_deadline > armed_at:
+            self._arm_heartbeat(group, member, member.heartbeat_deadline)
             return
         if not member.is_new and (member.is_awaiting_join or member.is_awaiting_sync):
             return  # members inside a rebalance are bounded by the rebalance timeout, not the session timeout

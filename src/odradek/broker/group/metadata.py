@@ -58,7 +58,9 @@ class Member:
     sync_waiter: Any = None
     """The pending SyncGroup answer; set means "awaiting sync"."""
     heartbeat_deadline: int = 0
-    """Monotonic ms after which the member is considered failed (see the coordinator's expiry rule)."""
+    """Clock ms after which the member is considered failed (see the coordinator's expiry rule)."""
+    heartbeat_armed_at: int | None = None
+    """The deadline of the coordinator's one pending session timer for this member, if any."""
 
     @property
     def is_awaiting_join(self) -> bool:

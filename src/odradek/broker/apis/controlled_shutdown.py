@@ -1,0 +1,31 @@
+"""ControlledShutdown (key 7), version 0 of odradek's own encoding (Kafka 4 removed the API).
+
+Served by the active controller only: it moves the shutting-down broker's leaderships to other ISR members, takes
+it out of ISRs, and answers with the partitions it still leads, so the broker retries until none remain. Any other
+broker answers NOT_CONTROLLER, and a stale broker epoch gets STALE_BROKER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import RequestContext
+from odradek.controller import requests as creq
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = creq.CONTROLLED_SHUTDOWN
+MIN_VERSION = MAX_VERSION = creq.API_VERSION
+RAW = True
+
+
+async def handle(ctx: RequestContext, request: creq.ControlledShutdownRequest) -> Any:
+    link = ctx.broker.link
+    if link is None or link.controller is None:
+        return creq.ControlledShutdownResponse(int(ErrorCode.not_controller))
+    try:
+        remaining = await link.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+    except KafkaError as exc:
+        return creq.ControlledShutdownResponse(int(exc.code))
+    return creq.ControlledShutdownResponse(
+        0, [creq.StopReplicaPartition(topic, partition) for topic, partition in remaining]
+    )

@@ -1,0 +1,263 @@
+"""Followers replicate by fetching from their leaders: one fetcher task per source broker.
+
+A partition joins its leader's fetcher in the *truncating* state. Before its first fetch the follower asks the
+leader, with OffsetForLeaderEpoch, where its own latest epoch ended on the leader and truncates there (KIP-101 and
+KIP-279: if the leader knows only an earlier epoch, truncate to the smaller of the two logs' ends for that epoch),
+never blindly to its high watermark as the seeds' Kafka did — that is what loses acknowledged data when leaders
+change twice in a row. Then it fetches from its log end with ``replica_id`` set, appends batches with the leader's
+offsets, and takes the leader's high watermark (capped at its own log end). Errors back the fetcher off; a partition
+fenced by a newer leader epoch waits for the controller's next LeaderAndIsr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_request_schema
+
+from odradek.broker.peer import PeerConnection
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.records import CorruptBatchError, iter_batches
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11  # names, not topic ids; no diverging-epoch field: truncation goes through OffsetForLeaderEpoch
+EPOCH_VERSION = 3
+BACKOFF_S = 0.2
+
+
+@dataclass(slots=True)
+class FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: Broker, leader_id: int, host: str, port: int) -> None:
+        self.broker = broker
+        self.leader_id = leader_id
+        self.peer = PeerConnection(host, port, f"replica-fetcher-{broker.broker_id}-{leader_id}")
+        self.partitions: dict[tuple[str, int], FetchState] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._fetch_schema = load_request_schema(1, FETCH_VERSION)
+        self._fetch_mod = sys.modules[self._fetch_schema.__module__]
+        self._epoch_schema = load_request_schema(23, EPOCH_VERSION)
+        self._epoch_mod = sys.modules[self._epoch_schema.__module__]
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.broker.broker_id}-from-{self.leader_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self.peer.close()
+
+    def add(self, topic: str, partition: int, leader_epoch: int) -> None:
+        self.partitions[(topic, partition)] = FetchState(leader_epoch)
+        self._wake.set()
+
+    def remove(self, topic: str, partition: int) -> None:
+        self.partitions.pop((topic, partition), None)
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                await self._truncate_pending()
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except (OSError, asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError) as exc:
+                log.debug("fetcher %d<-%d: %s; backing off", self.broker.broker_id, self.leader_id, exc)
+                self.peer.close()
+                await asyncio.sleep(BACKOFF_S)
+            except Exception:
+                log.exception("fetcher %d<-%d failed; backing off", self.broker.broker_id, self.leader_id)
+                self.peer.close()
+                await asyncio.sleep(BACKOFF_S)
+
+    async def _truncate_pending(self) -> None:
+        pending = [(tp, st) for tp, st in self.partitions.items() if st.truncating]
+        if not pending:
+            return
+        mod = self._epoch_mod
+        by_topic: dict[str, list[Any]] = {}
+        asked: dict[tuple[str, int], int] = {}
+        for (topic, index), st in pending:
+            part = self.broker.partitions.get((topic, index))
+            if part is None:
+                continue
+            own_epoch = part.log.latest_epoch
+            asked[(topic, index)] = own_epoch
+            by_topic.setdefault(topic, []).append(
+                mod.OffsetForLeaderPartition(
+                    partition=index, current_leader_epoch=st.leader_epoch, leader_epoch=max(own_epoch, 0)
+                )
+            )
+        if not by_topic:
+            return
+        request = self._epoch_schema(
+            replica_id=self.broker.broker_id,
+            topics=tuple(mod.OffsetForLeaderTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+        )
+        response = await self.peer.request(23, EPOCH_VERSION, request, timeout=10)
+        for t in response.topics:
+            for p in t.partitions:
+                key = (t.topic, p.partition)
+                st = self.partitions.get(key)
+                part = self.broker.partitions.get(key)
+                if st is None or part is None:
+                    continue
+                if p.error_code != ErrorCode.none:
+                    st.delayed_until = asyncio.get_running_loop().time() + BACKOFF_S
+                    continue
+                plog = part.log
+                if asked[key] < 0 or p.leader_epoch < 0:
+                    target = min(plog.high_watermark, plog.log_end_offset) if asked[key] >= 0 else plog.log_end_offset
+                else:
+                    target = p.end_offset
+                    if p.leader_epoch < asked[key]:
+                        # KIP-279: the leader never saw our epoch; cut where our copy of its epoch ended too
+                        _e, own_end = plog.end_offset_for_epoch(p.leader_epoch)
+                        target = min(target, own_end)
+                target = min(target, plog.log_end_offset)
+                if target < plog.log_end_offset:
+                    log.info(
+                        "truncating %s-%d from %d to %d (leader %d epoch %d ended there)",
+                        t.topic, p.partition, plog.log_end_offset, target, self.leader_id, p.leader_epoch,
+                    )
+                    plog.truncate_to(target)
+                st.truncating = False
+
+    async def _fetch_once(self) -> None:
+        mod = self._fetch_mod
+        now = asyncio.get_running_loop().time()
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), st in self.partitions.items():
+            if st.truncating or st.delayed_until > now:
+                continue
+            part = self.broker.partitions.get((topic, index))
+            if part is None:
+                continue
+            by_topic.setdefault(topic, []).append(
+                mod.FetchPartition(
+                    partition=index, current_leader_epoch=st.leader_epoch, fetch_offset=part.log.log_end_offset,
+                    log_start_offset=part.log.log_start_offset,
+                    partition_max_bytes=self.broker.config["replica.fetch.max.bytes"],
+                )
+            )
+        if not by_topic:
+            await asyncio.sleep(BACKOFF_S)
+            return
+        wait_ms = self.broker.config["replica.fetch.wait.max.ms"]
+        import datetime
+
+        request = self._fetch_schema(
+            replica_id=self.broker.broker_id, max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
+            max_bytes=10 * self.broker.config["replica.fetch.max.bytes"], isolation_level=0, session_id=0,
+            session_epoch=-1,
+            topics=tuple(mod.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=(), rack_id="",
+        )
+        response = await self.peer.request(1, FETCH_VERSION, request, timeout=wait_ms / 1000 + 10)
+        for t in response.responses:
+            for p in t.partitions:
+                self._apply(t.topic, p)
+
+    def _apply(self, topic: str, p: Any) -> None:
+        key = (topic, p.partition_index)
+        st = self.partitions.get(key)
+        part = self.broker.partitions.get(key)
+        if st is None or part is None or part.is_leader:
+            return
+        plog = part.log
+        if p.error_code == ErrorCode.offset_out_of_range:
+            if plog.log_end_offset < p.log_start_offset:
+                log.info("%s-%d is behind the leader's log start %d: starting over there", topic,
+                         p.partition_index, p.log_start_offset)
+                plog.truncate_fully_and_start_at(p.log_start_offset)
+            else:
+                st.truncating = True
+            return
+        if p.error_code != ErrorCode.none:
+            if p.error_code in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
+                                ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition):
+                st.delayed_until = asyncio.get_running_loop().time() + BACKOFF_S
+            return
+        records = p.records
+        if records:
+            try:
+                headers = [h for _pos, h in iter_batches(records)]
+            except CorruptBatchError as exc:
+                log.warning("corrupt batch from leader %d for %s-%d: %s", self.leader_id, topic,
+                            p.partition_index, exc)
+                return
+            if headers and headers[0].base_offset != plog.log_end_offset:
+                # the leader answered from the batch holding our offset; skip what we already have
+                headers_and_pos = [(pos, h) for pos, h in iter_batches(records) if h.base_offset >= plog.log_end_offset]
+                if not headers_and_pos:
+                    return
+                start = headers_and_pos[0][0]
+                records = records[start:]
+                headers = [h for _pos, h in headers_and_pos]
+            try:
+                plog.append_as_follower(bytearray(records), headers)
+            except KafkaError as exc:
+                log.warning("follower append to %s-%d failed: %s", topic, p.partition_index, exc)
+                st.truncating = True
+                return
+        if p.log_start_offset > plog.log_start_offset:
+            plog.delete_records_before(min(p.log_start_offset, plog.log_end_offset))
+        plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+
+
+class FetcherManager:
+    """Keeps one fetcher per leader broker and moves partitions between them as leadership changes."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._where: dict[tuple[str, int], int] = {}
+
+    def follow(self, topic: str, partition: int, leader_id: int, leader_epoch: int) -> None:
+        self.unfollow(topic, partition)
+        endpoint = self.broker.metadata.endpoint(leader_id)
+        if endpoint is None:
+            log.warning("no endpoint known for leader %d of %s-%d; not fetching yet", leader_id, topic, partition)
+            return
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None or (fetcher.peer.host, fetcher.peer.port) != endpoint:
+            fetcher = ReplicaFetcher(self.broker, leader_id, endpoint[0], endpoint[1])
+            old = self.fetchers.get(leader_id)
+            if old is not None:
+                for tp, st in old.partitions.items():
+                    fetcher.partitions[tp] = st
+                asyncio.ensure_future(old.stop())
+            self.fetchers[leader_id] = fetcher
+            fetcher.start()
+        fetcher.add(topic, partition, leader_epoch)
+        self._where[(topic, partition)] = leader_id
+
+    def unfollow(self, topic: str, partition: int) -> None:
+        leader_id = self._where.pop((topic, partition), None)
+        if leader_id is not None and leader_id in self.fetchers:
+            self.fetchers[leader_id].remove(topic, partition)
+
+    async def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()
+        self._where.clear()
