@@ -32,7 +32,7 @@ import abc
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias
+from typing import NamedTuple, Self, TypeAlias
 
 __all__ = [
     "ANY_VERSION",
@@ -341,7 +341,7 @@ class Session(abc.ABC):
         except NodeExistsError:
             pass
 
-    async def __aenter__(self) -> Session:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -363,7 +363,7 @@ class Backend(abc.ABC):
     async def close(self) -> None:
         """Close every session this backend opened."""
 
-    async def __aenter__(self) -> Backend:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

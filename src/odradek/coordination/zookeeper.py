@@ -249,11 +249,12 @@ class ZooKeeperSession(Session):
         return self._chroot if path == "/" else self._chroot + path
 
     def _unchroot(self, path: str) -> str:
-        if not self._chroot or not path.startswith(self._chroot):
+        chroot = self._chroot
+        if not chroot or not (path == chroot or path.startswith(chroot + "/")):
             return path
-        return path[len(self._chroot) :] or "/"
+        return path[len(chroot) :] or "/"
 
-    async def _call(self, request: Any, path: str, on_success: Callable[[Any], None] | None = None) -> Any:
+    async def _call(self, request: Any, path: str | None, on_success: Callable[[Any], None] | None = None) -> Any:
         future: asyncio.Future[_Outcome] = self._loop.create_future()
 
         def reply(response: Any, error: BaseException | None) -> None:
@@ -313,17 +314,19 @@ class ZooKeeperSession(Session):
         return self._unchroot(created)
 
     async def ensure_path(self, path: str) -> None:
+        """One request when the path exists; more only for the ancestors that are missing."""
         validate_path(path)
         if path == "/":
             return
-        ancestors = []
-        node = path
-        while node != "/":
-            ancestors.append(node)
-            node = parent_of(node)
-        for ancestor in reversed(ancestors):
+        request = ser.Create(self._full(path), b"", OPEN_ACL_UNSAFE, 0)
+        try:
+            await self._call(request, path)
+        except NodeExistsError:
+            return
+        except NoNodeError:
+            await self.ensure_path(parent_of(path))
             with contextlib.suppress(NodeExistsError):
-                await self._call(ser.Create(self._full(ancestor), b"", OPEN_ACL_UNSAFE, 0), ancestor)
+                await self._call(request, path)
 
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
         validate_path(path)
@@ -373,7 +376,7 @@ class ZooKeeperSession(Session):
         raise BadArgumentsError(None, f"not a multi op: {op!r}")
 
     async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
-        raw = await self._call(ser.Transaction([self._op(op) for op in ops]), None)  # type: ignore[arg-type]
+        raw = await self._call(ser.Transaction([self._op(op) for op in ops]), None)
         for index, (op, outcome) in enumerate(zip(ops, raw, strict=True)):
             if isinstance(outcome, Exception) and not isinstance(outcome, kz.RolledBackError):
                 error = _translate(outcome, op.path)
