@@ -64,9 +64,12 @@ class _AbstractStickyAssignor(Assignor):
         self._sticky = True
         if all_equal and member_ids:
             transferring: dict[int, int] = {}
-            result = constrained_assign(state, owned, multi_owned, transferring)
+            dealt, as_objects = constrained_assign(state, owned, multi_owned, transferring)
             tps = state.tps
             self.partitions_transferring_ownership = {tps[g]: member_ids[m] for g, m in transferring.items()}
+            if as_objects:
+                return dict(zip(member_ids, dealt, strict=True))
+            result = dealt
         else:
             self.partitions_transferring_ownership = None
             prev = self._previous_assignment(member_data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import compress
+from typing import Any
 
 from .sticky_state import StickyState
 
@@ -24,16 +25,20 @@ class AssignmentError(RuntimeError):
 
 def constrained_assign(
     state: StickyState, owned: list[list[int]], multi_owned: set[int], transferring: dict[int, int]
-) -> list[list[int]]:
-    """Assignment per member index; fills ``transferring`` (partition id -> new member) as Kafka's
-    ``partitionsTransferringOwnership``."""
+) -> tuple[list[list[Any]], bool]:
+    """Assignment per member index, and whether it already holds ``TopicPartition`` objects.
+
+    Fills ``transferring`` (partition id -> new member) as Kafka's ``partitionsTransferringOwnership``.  From
+    scratch (nothing owned, no racks) the partitions are dealt as ``state.tps`` objects directly: slicing that list
+    is three times cheaper than mapping ids to objects afterwards, which matters at a million partitions.
+    """
     n_members = len(owned)
     total = state.total
     min_q = total // n_members
     max_q = -(-total // n_members)
     expected_over = total % n_members
     cur_over = 0
-    assignment: list[list[int]] = [[] for _ in range(n_members)]
+    assignment: list[list[Any]] = [[] for _ in range(n_members)]
     maybe_revoked: dict[int, int] = {}
     under: list[int] = []
     exact: list[int] = []
@@ -80,7 +85,14 @@ def constrained_assign(
             for g in keep:
                 assigned_mark[g] = 1
 
-    unassigned = list(compress(range(total), assigned_mark.translate(_INVERT))) if any_assigned else list(range(total))
+    from_scratch = not any_assigned and not maybe_revoked and not multi_owned and state.consumers_on_racks is None
+    unassigned: list[Any]
+    if from_scratch:
+        unassigned = state.tps
+    elif any_assigned:
+        unassigned = list(compress(range(total), assigned_mark.translate(_INVERT)))
+    else:
+        unassigned = list(range(total))
     keys = state.member_keys
     under.sort(key=keys.__getitem__)
     exact.sort(key=keys.__getitem__)
@@ -117,7 +129,7 @@ def constrained_assign(
                     f"Consumer: [{state.member_ids[m]}] doesn't reach minQuota partitions, and "
                     "no more partitions to be assigned"
                 )
-    return assignment
+    return assignment, from_scratch
 
 
 def _remove_first_occurrences(parts: list[int], doomed: set[int]) -> list[int]:
