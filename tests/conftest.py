@@ -2,81 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-READY_TIMEOUT_S = 60.0
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> object:
-    """Poll ``predicate`` until it returns something truthy; fail the test with ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(interval)
-
-
-class BrokerProcess:
-    """One ``odradek up`` process; restarts reuse the data directory and, when it can, the port."""
-
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None) -> None:
-        self.data_dir = data_dir
-        self.extra_args = list(extra_args or [])
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
-        self.bootstrap = ""
-
-    def start(self) -> BrokerProcess:
-        ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
-        ready.unlink(missing_ok=True)
-        cmd = [
-            sys.executable, "-m", "odradek", "up",
-            "--port", str(self.port), "--data-dir", str(self.data_dir), "--ready-file", str(ready),
-            *self.extra_args,
-        ]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        log.close()
-
-        def is_ready() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"broker exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
-            return ready.exists() and ready.read_text().strip().startswith("bootstrap.servers=")
-
-        wait_for(is_ready, READY_TIMEOUT_S, what="broker ready file")
-        self.bootstrap = ready.read_text().strip().split("=", 1)[1]
-        self.port = int(self.bootstrap.rsplit(":", 1)[1])
-        return self
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.proc.wait(timeout)
-        return code
-
-    def kill(self) -> int:
-        return self.stop(signal.SIGKILL)
-
-    def restart(self) -> BrokerProcess:
-        self.stop()
-        return self.start()
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+from brokers import BrokerProcess
 
 
 @pytest.fixture

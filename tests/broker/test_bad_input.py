@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from conftest import BrokerProcess, wait_for
+from brokers import BrokerProcess, wait_for
 from kio.index import load_request_schema
 
 from odradek.client import KafkaConnection

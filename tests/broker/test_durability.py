@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import BrokerProcess
+from brokers import BrokerProcess
 
 from odradek.admin import create_topic
 from odradek.client import KafkaConnection
