@@ -88,15 +88,15 @@ def constrained_assign(
     from_scratch = not any_assigned and not maybe_revoked and not multi_owned and state.consumers_on_racks is None
     unassigned: list[Any]
     if from_scratch:
-        unassigned = state.tps
+        unassigned = state.tps  # no rack sort applies: no consumer has a rack
     elif any_assigned:
         unassigned = list(compress(range(total), assigned_mark.translate(_INVERT)))
+        unassigned = state.sort_by_rack_consumers(unassigned)
     else:
-        unassigned = list(range(total))
+        unassigned = state.sort_by_rack_consumers(list(range(total)))
     keys = state.member_keys
     under.sort(key=keys.__getitem__)
     exact.sort(key=keys.__getitem__)
-    unassigned = state.sort_by_rack_consumers(unassigned)
 
     def note_new(g: int, m: int) -> None:
         prev = maybe_revoked.get(g)
