@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from conftest import BrokerProcess, wait_for
+from brokers import BrokerProcess, wait_for
 
 MESSAGES = 10_000
 PARTITIONS = 3

@@ -731,3 +731,15 @@ async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
     assert set(h.coord.fetch_offsets("solo", None)[1]) == {("kept", 0)}
     assert h.group("only-gone") is None
     assert (OffsetKey("solo", "gone", 0), None) in h.log.records(0)
+
+
+@scenario
+async def test_frequent_heartbeats_keep_one_timer_per_member(h: Harness) -> None:
+    (r,) = await h.stable_group(1)
+    timers = len(h.coord._timers)
+    for _ in range(1_000):
+        await h.advance(10)
+        assert h.coord.heartbeat("g", 1, r.member_id, None) is E.none
+    assert len(h.coord._timers) <= timers + 1
+    await h.advance(SESSION)
+    assert not h.group().has(r.member_id)

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import BrokerProcess
+from brokers import BrokerProcess
 
 PARTITIONS = 3
 BATCH = 300

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import BrokerProcess, wait_for
+from brokers import BrokerProcess, wait_for
 
 PARTITIONS = 6
 SESSION_MS = 3_000

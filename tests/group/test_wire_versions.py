@@ -18,7 +18,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
-from conftest import BrokerProcess
+from brokers import BrokerProcess
 from odradek.errors import ErrorCode
 
 E = ErrorCode
