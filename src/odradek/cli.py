@@ -7,7 +7,6 @@ Subcommands read like Kafka's shell tools (``odradek topics --create --topic t -
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +40,32 @@ def main() -> None:
 @click.option("--ready-file", default=None, type=click.Path(path_type=Path))
 @click.option("--override", "overrides", multiple=True, help="broker config as key=value (Kafka names)")
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option("--brokers", default=1, show_default=True, type=int, help="brokers in this process (a cluster when > 1)")
+@click.option("--racks", default=None, help="comma-separated racks, one per broker (or one for all)")
 def up(
     data_dir: Path, host: str, port: int, broker_id: int, rack: str | None, ready_file: Path | None,
-    overrides: tuple[str, ...], log_level: str,
+    overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None,
 ) -> None:
-    """Start a broker; print ``bootstrap.servers=HOST:PORT`` once it is ready."""
-    from odradek.standalone import configure_logging, run_broker
+    """Start a broker, or N brokers on the embedded store; print ``bootstrap.servers=...`` once ready.
+
+    With ``--brokers N`` the brokers get consecutive ports from ``--port`` (any free ports with 0) and data
+    directories ``DATA_DIR/broker-<id>``.
+    """
+    from odradek.standalone import configure_logging, run_broker, run_cluster
 
     configure_logging(log_level)
+    if brokers > 1:
+        from odradek.cluster import LocalCluster
+
+        try:
+            cluster = LocalCluster(
+                brokers, data_dir, racks=racks.split(",") if racks else None, overrides=_parse_overrides(overrides),
+                host=host, ports=[port + i if port else 0 for i in range(brokers)],
+            )
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from exc
+        asyncio.run(run_cluster(cluster, ready_file))
+        return
     settings = _parse_overrides(overrides)
     settings.setdefault("broker.id", str(broker_id))
     if rack:
@@ -60,12 +77,34 @@ def up(
     asyncio.run(run_broker(config, ready_file))
 
 
-def _versioned(conn: Any, api_key: int, highest: int) -> tuple[int, Any]:
-    from kio.index import load_request_schema
+@main.command()
+@click.option("--id", "broker_id", required=True, type=int)
+@click.option("--zookeeper", required=True, help="HOST:PORT[,HOST:PORT...][/chroot]")
+@click.option("--data-dir", default=".odradek-data", show_default=True, type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=9092, show_default=True, type=int, help="0 picks a free port")
+@click.option("--rack", default=None)
+@click.option("--ready-file", default=None, type=click.Path(path_type=Path))
+@click.option("--override", "overrides", multiple=True, help="broker config as key=value (Kafka names)")
+@click.option("--log-level", default="INFO", show_default=True)
+def broker(
+    broker_id: int, zookeeper: str, data_dir: Path, host: str, port: int, rack: str | None,
+    ready_file: Path | None, overrides: tuple[str, ...], log_level: str,
+) -> None:
+    """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft)."""
+    from odradek.standalone import configure_logging, run_broker
 
-    version = conn.version_for(api_key, highest)
-    schema = load_request_schema(api_key, version)
-    return version, sys.modules[schema.__module__]
+    configure_logging(log_level)
+    settings = _parse_overrides(overrides)
+    settings["broker.id"] = str(broker_id)
+    settings["zookeeper.connect"] = zookeeper
+    if rack:
+        settings["broker.rack"] = rack
+    try:
+        config = BrokerConfig.build(host=host, port=port, data_dir=str(data_dir), overrides=settings)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    asyncio.run(run_broker(config, ready_file, zookeeper=zookeeper))
 
 
 @main.command()

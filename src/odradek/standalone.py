@@ -8,16 +8,37 @@ import signal
 import sys
 from pathlib import Path
 
+from collections.abc import Awaitable, Callable
+
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
+from odradek.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
 
 
-async def run_broker(config: BrokerConfig, ready_file: Path | None) -> None:
-    broker = Broker(config)
+async def run_broker(config: BrokerConfig, ready_file: Path | None, zookeeper: str | None = None) -> None:
+    backend = None
+    if zookeeper:
+        from odradek.coordination import ZooKeeperBackend
+
+        backend = ZooKeeperBackend(zookeeper)
+    broker = Broker(config, backend=backend)
     await broker.start()
-    line = f"bootstrap.servers={broker.host}:{broker.port}"
+
+    async def stop_all() -> None:
+        await broker.stop()
+
+    await _serve(f"bootstrap.servers={broker.host}:{broker.port}", ready_file, stop_all)
+
+
+async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
+    await cluster.start()
+    await _serve(f"bootstrap.servers={cluster.bootstrap}", ready_file, cluster.stop)
+
+
+async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]]) -> None:
+    """Announce readiness (one stdout line, and the ready file), then run until SIGINT or SIGTERM."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -31,7 +52,7 @@ async def run_broker(config: BrokerConfig, ready_file: Path | None) -> None:
         await stop.wait()
         log.info("signal received: shutting down")
     finally:
-        await broker.stop()
+        await shutdown()
 
 
 def configure_logging(level: str) -> None:

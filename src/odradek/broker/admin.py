@@ -47,6 +47,18 @@ class StandaloneAdmin:
         return self.store.cluster_id
 
     def open_all(self) -> None:
+        """Open every recorded topic; delete logs left behind by topics that no longer exist.
+
+        A deletion interrupted after ``topics.json`` was saved but before every directory was gone leaves such
+        logs; they must not come back as data of a future topic with the same name.
+        """
+        logs = self.broker.logs
+        assert logs is not None
+        for (topic, index), _plog in list(logs):
+            record = self.store.topics.get(topic)
+            if record is None or index not in record.assignment:
+                log.warning("deleting stray log %s-%d: its topic or partition no longer exists", topic, index)
+                logs.delete_partition(topic, index)
         for record in self.store.topics.values():
             self._open(record)
 

@@ -184,6 +184,17 @@ class ClusterLink:
             with contextlib.suppress(Exception):
                 await self.session.close()
 
+    async def abandon(self) -> None:
+        """Stop the controller and the session keeper but leave the session to expire on its own (a crash)."""
+        self._stopping = True
+        self._session_lost.set()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self._keeper is not None:
+            self._keeper.cancel()
+            await asyncio.gather(self._keeper, return_exceptions=True)
+        await self.transport.close()
+
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships away; retry while any remain."""
         retries = int(self.broker.config["controlled.shutdown.max.retries"])

@@ -75,6 +75,10 @@ class ReplicaFetcher:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            if self.broker.isolated:
+                self.peer.close()
+                await asyncio.sleep(BACKOFF_S)
+                continue
             try:
                 await self._truncate_pending()
                 await self._fetch_once()

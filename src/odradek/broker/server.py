@@ -89,6 +89,7 @@ class Broker:
         self.host = config.host
         self.port = config.port
         self.running = False
+        self.isolated = False
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -144,9 +145,39 @@ class Broker:
             self.logs.close()
         log.info("broker %d stopped", self.broker_id)
 
+    async def crash(self) -> None:
+        """Stop as a killed process stops: nothing flushed, checkpointed or handed over (fault injection)."""
+        self.running = False
+        if self._server is not None:
+            self._server.close()
+        for task in [*self._connections, *([self._tick_task] if self._tick_task else [])]:
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await self.fetchers.stop()
+        if self.link is not None:
+            await self.link.abandon()
+        await self.groups.shutdown()
+        for p in self.partitions.values():
+            p.fail_waiters()
+        if self.logs is not None:
+            self.logs.abandon()
+        log.warning("broker %d crashed (fault injection)", self.broker_id)
+
+    def set_isolated(self, isolated: bool) -> None:
+        """Fault injection: drop every connection in and out while isolated, as a network partition would."""
+        self.isolated = isolated
+        if isolated:
+            for task in list(self._connections):
+                task.cancel()
+            for fetcher in self.fetchers.fetchers.values():
+                fetcher.peer.close()
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         from odradek.broker.connection import Connection
 
+        if self.isolated:
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)

@@ -284,6 +284,13 @@ class LogManager:
             log.error("writing checkpoints in %s failed: %s", self.data_dir, exc)
             raise KafkaError(ErrorCode.kafka_storage_error, f"checkpoint failed: {exc}") from exc
 
+    def abandon(self) -> None:
+        """Stop background work without flushing, closing or checkpointing: what a crash leaves on disk."""
+        for pool in (self._cleaner_pool, self._flusher_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._logs.clear()
+
     def close(self) -> None:
         """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
         for pool in (self._cleaner_pool, self._flusher_pool):

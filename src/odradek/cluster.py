@@ -1,0 +1,139 @@
+"""Several brokers and the embedded coordination store in one process, with fault injection for tests.
+
+``odradek up --brokers 3`` runs a :class:`LocalCluster`: each broker listens on its own loopback port, keeps its own
+data directory (``<data-dir>/broker-<id>``) and its own coordination session, and runs its own controller, exactly
+as separate processes on ZooKeeper would; only the store is shared memory. The fault hooks act like the failures
+they name: :meth:`LocalCluster.kill` drops a broker without flushing or checkpointing and leaves its session to
+expire after its timeout, as a SIGKILLed process does; :meth:`LocalCluster.isolate` cuts it off from its peers and
+the store, as a network partition does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.server import Broker
+from odradek.clock import Clock, SystemClock
+from odradek.coordination import EmbeddedBackend
+
+log = logging.getLogger(__name__)
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        brokers: int,
+        data_dir: Path | str,
+        *,
+        racks: Sequence[str] | None = None,
+        overrides: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
+        ports: Sequence[int] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        if racks and len(racks) not in (1, brokers):
+            raise ValueError(f"give one rack per broker ({brokers}) or one for all, not {len(racks)}")
+        self.size = brokers
+        self.data_dir = Path(data_dir)
+        self.racks = list(racks or [])
+        self.overrides = dict(overrides or {})
+        self.host = host
+        self.ports = list(ports or [0] * brokers)
+        self.clock = clock or SystemClock()
+        self.backend = EmbeddedBackend(self.clock)
+        self.brokers: dict[int, Broker] = {}
+        self._expiry: asyncio.Task[None] | None = None
+
+    def _config(self, broker_id: int) -> BrokerConfig:
+        settings = dict(self.overrides)
+        settings["broker.id"] = str(broker_id)
+        if self.racks:
+            settings["broker.rack"] = self.racks[broker_id % len(self.racks)] if len(self.racks) > 1 else self.racks[0]
+        settings.setdefault("offsets.topic.replication.factor", str(min(3, self.size)))
+        port = self.ports[broker_id] if broker_id < len(self.ports) else 0
+        return BrokerConfig.build(
+            host=self.host, port=port, data_dir=str(self.data_dir / f"broker-{broker_id}"), overrides=settings
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{b.host}:{b.port}" for _i, b in sorted(self.brokers.items()) if b.running)
+
+    async def start(self) -> None:
+        self._expiry = asyncio.create_task(self.backend.run_expiry(), name="embedded-store-expiry")
+        for broker_id in range(self.size):
+            await self.start_broker(broker_id)
+
+    async def start_broker(self, broker_id: int) -> Broker:
+        config = self._config(broker_id)
+        old = self.brokers.get(broker_id)
+        if old is not None:
+            config = BrokerConfig.build(
+                host=config.host, port=old.port, data_dir=config.data_dir,
+                overrides={k: v for k, v in config.properties().items()},
+            )
+        broker = Broker(config, self.clock, self.backend)
+        await broker.start()
+        self.brokers[broker_id] = broker
+        return broker
+
+    async def stop(self) -> None:
+        for broker in list(self.brokers.values()):
+            if broker.running:
+                await broker.stop(controlled=False)
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
+        await self.backend.close()
+
+    # --- faults ------------------------------------------------------------------------------------------------
+
+    async def stop_broker(self, broker_id: int, controlled: bool = True) -> None:
+        """A clean shutdown, as SIGTERM gives: leaderships handed over first (when controlled), logs flushed."""
+        await self.brokers[broker_id].stop(controlled=controlled)
+
+    async def kill(self, broker_id: int) -> None:
+        """As SIGKILL: no controlled shutdown, no flush or checkpoint; the session expires after its timeout."""
+        broker = self.brokers[broker_id]
+        if broker.link is not None and broker.link.session is not None:
+            self.backend.suspend(broker.link.session.session_id)
+        await broker.crash()
+
+    async def restart(self, broker_id: int, controlled: bool = True) -> Broker:
+        broker = self.brokers[broker_id]
+        if broker.running:
+            await broker.stop(controlled=controlled)
+        return await self.start_broker(broker_id)
+
+    def expire_session(self, broker_id: int) -> None:
+        broker = self.brokers[broker_id]
+        if broker.link is not None and broker.link.session is not None:
+            self.backend.expire(broker.link.session.session_id)
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut the broker off from its peers and the store; clients and peers see connections refused or dropped."""
+        broker = self.brokers[broker_id]
+        if broker.link is not None and broker.link.session is not None:
+            self.backend.suspend(broker.link.session.session_id)
+        broker.set_isolated(True)
+
+    def heal(self, broker_id: int) -> None:
+        broker = self.brokers[broker_id]
+        broker.set_isolated(False)
+        if broker.link is not None and broker.link.session is not None:
+            with contextlib.suppress(Exception):
+                self.backend.resume(broker.link.session.session_id)
+
+    def controller_id(self) -> int | None:
+        for broker_id, broker in self.brokers.items():
+            if broker.running and broker.link is not None and broker.link.controller is not None \
+                    and broker.link.controller.is_active:
+                return broker_id
+        return None
