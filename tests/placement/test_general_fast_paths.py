@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -80,3 +81,50 @@ def test_scaled_down_kafka_shapes_match_the_literal_procedure() -> None:
 
 def _literal(builder: GeneralBuilder, partitions: list[int]) -> None:
     builder._maybe_assign(partitions, rack=False)
+
+
+def _literal_is_balanced(builder: GeneralBuilder) -> bool:
+    """Kafka's ``isBalanced`` as written: for each member in (size, id) order that could take more, look at every
+    partition of its topics that it does not own and compare with that partition's owner."""
+    entries = builder.entries
+    if not entries or entries[0][0] >= entries[-1][0] - 1:
+        return True
+    s = builder.s
+    owner = {g: m for m, parts in builder.cur.items() for g in parts}
+    for _size, _key, m in entries:
+        parts = builder.cur[m]
+        count = len(parts)
+        if count == builder.max_size[m]:
+            continue
+        mine = set(parts)
+        for r in builder.consumer_topics[m]:
+            for g in range(s.base[r], s.base[r] + s.topic_counts[r]):
+                if g not in mine and count + 1 < len(builder.cur[owner[g]]):
+                    return False
+    return True
+
+
+@settings(max_examples=int(os.environ.get("ODRADEK_DIFF_EXAMPLES", "60")), deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_is_balanced_matches_kafkas_literal_check(rand) -> None:  # type: ignore[no-untyped-def]
+    """Whole rebalances (members change subscriptions, previous assignment in user data) give the same result with
+    the per-topic ``isBalanced`` and with Kafka's literal partition-by-partition check."""
+    from odradek.placement import StickyAssignor, encode_sticky_user_data
+
+    n_topics = rand.randrange(2, 12)
+    topics = {f"t{i:02d}": rand.randint(1, 12) for i in range(n_topics)}
+    names = list(topics)
+    members = {f"c{i:02d}": rand.sample(names, rand.randint(1, n_topics)) for i in range(rand.randrange(2, 25))}
+    first = StickyAssignor().assign(topics, {m: Subscription(ts) for m, ts in members.items()})
+    changed = {m: rand.sample(names, rand.randint(1, n_topics)) for m in members if rand.random() < 0.8}
+    subs = {m: Subscription(ts, user_data=encode_sticky_user_data(first.get(m, []), 1)) for m, ts in changed.items()}
+    if not subs:
+        return
+    fast = StickyAssignor().assign(topics, subs)
+    original = GeneralBuilder._is_balanced
+    GeneralBuilder._is_balanced = _literal_is_balanced  # type: ignore[method-assign, assignment]
+    try:
+        literal = StickyAssignor().assign(topics, subs)
+    finally:
+        GeneralBuilder._is_balanced = original  # type: ignore[method-assign]
+    assert fast == literal

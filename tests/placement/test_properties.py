@@ -189,3 +189,54 @@ def _cooperative_rounds(assignor, topics, subs) -> dict[str, list[TopicPartition
     every_partition_once(topics, subs, result)
     verify_validity_and_balance(subs, result)
     return result
+
+
+# -- Kafka's randomized sticky tests (not in the recorded vectors) --
+
+
+@settings(max_examples=int(os.environ.get("ODRADEK_KAFKA_RANDOM_EXAMPLES", "10")), deadline=None)
+@given(st.randoms(use_true_random=False), st.sampled_from([StickyAssignor, CooperativeStickyAssignor]))
+def test_large_assignment_with_multiple_consumers_leaving_and_random_subscription(rand, kind) -> None:  # type: ignore[no-untyped-def]
+    """``testLargeAssignmentWithMultipleConsumersLeavingAndRandomSubscription``: 40 topics of 1-10 partitions,
+    200 consumers on up to 19 random (possibly repeated) topics; then 50 random consumers leave."""
+    topics = {f"t{i:02d}": rand.randint(1, 10) for i in range(40)}
+    names = list(topics)
+    members = {f"c{i:03d}": [rand.choice(names) for _ in range(rand.randrange(20))] for i in range(200)}
+    assignor = kind()
+    subs = _subs(members)
+    first = assignor.assign(_metadata(topics, members), subs)
+    verify_validity_and_balance(subs, first)
+    for _ in range(50):
+        members.pop(f"c{rand.randrange(200):03d}", None)
+    if kind is StickyAssignor:
+        extra = {m: {"user_data": encode_sticky_user_data(first[m], 1)} for m in members}
+    else:
+        extra = {m: {"owned_partitions": first[m], "generation_id": 1} for m in members}
+    subs2 = _subs(members, **extra)
+    if kind is StickyAssignor:
+        second = assignor.assign(_metadata(topics, members), subs2)
+        verify_validity_and_balance(subs2, second)
+    else:
+        _cooperative_rounds(assignor, _metadata(topics, members), subs2)
+    assert assignor.is_sticky()
+
+
+@settings(max_examples=int(os.environ.get("ODRADEK_KAFKA_RANDOM_EXAMPLES", "15")), deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_reassignment_with_random_subscriptions_and_changes(rand) -> None:  # type: ignore[no-untyped-def]
+    """``testReassignmentWithRandomSubscriptionsAndChanges``: 10-19 topics (topic i has i+1 partitions), 20-39
+    consumers on random sorted sublists, then every consumer changes its subscription."""
+    n_topics = rand.randrange(10, 20)
+    topics = {f"t{i:02d}": i + 1 for i in range(n_topics)}
+    names = list(topics)
+    n_members = rand.randrange(20, 40)
+    members = {f"c{i:02d}": sorted(rand.sample(names, rand.randint(0, n_topics))) for i in range(n_members)}
+    assignor = StickyAssignor()
+    subs = _subs(members)
+    first = assignor.assign(_metadata(topics, members), subs)
+    verify_validity_and_balance(subs, first)
+    changed = {m: sorted(rand.sample(names, rand.randint(0, n_topics))) for m in members}
+    subs2 = _subs(changed, **{m: {"user_data": encode_sticky_user_data(first[m], 1)} for m in changed})
+    second = assignor.assign(_metadata(topics, changed), subs2)
+    verify_validity_and_balance(subs2, second)
+    assert assignor.is_sticky()
