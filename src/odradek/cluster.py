@@ -19,7 +19,7 @@ from pathlib import Path
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
 from odradek.clock import Clock, SystemClock
-from odradek.coordination import EmbeddedBackend
+from odradek.coordination.durable import DurableEmbeddedBackend
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class LocalCluster:
         self.host = host
         self.ports = list(ports or [0] * brokers)
         self.clock = clock or SystemClock()
-        self.backend = EmbeddedBackend(self.clock)
+        self.backend = DurableEmbeddedBackend(self.data_dir / "coordination", self.clock)
         self.brokers: dict[int, Broker] = {}
         self._expiry: asyncio.Task[None] | None = None
 

@@ -331,6 +331,7 @@ class ClusterLink:
             topic_id = meta.topic_id if meta is not None else self._topic_ids.get(topic) or self._fallback_id(topic)
             cache.set_topic(TopicMeta(topic, topic_id, parts, internal=topic in INTERNAL_TOPICS))
         cache.version += 1
+        self.broker.fetchers.resolve_pending()
         return creq.UpdateMetadataResponse(0)
 
     def _fallback_id(self, topic: str) -> uuid.UUID:

@@ -235,12 +235,15 @@ class FetcherManager:
         self.broker = broker
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._where: dict[tuple[str, int], int] = {}
+        self._pending: dict[tuple[str, int], tuple[int, int]] = {}
 
     def follow(self, topic: str, partition: int, leader_id: int, leader_epoch: int) -> None:
         self.unfollow(topic, partition)
         endpoint = self.broker.metadata.endpoint(leader_id)
         if endpoint is None:
-            log.warning("no endpoint known for leader %d of %s-%d; not fetching yet", leader_id, topic, partition)
+            # The leader's address arrives with the next UpdateMetadata; resolve_pending() picks it up then.
+            log.info("no endpoint known yet for leader %d of %s-%d", leader_id, topic, partition)
+            self._pending[(topic, partition)] = (leader_id, leader_epoch)
             return
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None or (fetcher.peer.host, fetcher.peer.port) != endpoint:
@@ -255,7 +258,13 @@ class FetcherManager:
         fetcher.add(topic, partition, leader_epoch)
         self._where[(topic, partition)] = leader_id
 
+    def resolve_pending(self) -> None:
+        for (topic, partition), (leader_id, epoch) in list(self._pending.items()):
+            if self.broker.metadata.endpoint(leader_id) is not None:
+                self.follow(topic, partition, leader_id, epoch)
+
     def unfollow(self, topic: str, partition: int) -> None:
+        self._pending.pop((topic, partition), None)
         leader_id = self._where.pop((topic, partition), None)
         if leader_id is not None and leader_id in self.fetchers:
             self.fetchers[leader_id].remove(topic, partition)
@@ -265,3 +274,4 @@ class FetcherManager:
             await fetcher.stop()
         self.fetchers.clear()
         self._where.clear()
+        self._pending.clear()
