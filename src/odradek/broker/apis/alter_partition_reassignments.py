@@ -1,0 +1,52 @@
+"""AlterPartitionReassignments (key 45), versions 0-1.
+
+Starts (target replica list) or cancels (null) partition reassignments on the active controller, which runs
+Kafka's OAR/RAR flow: add the new replicas, wait for them to join the ISR, move leadership if needed, then stop and
+delete the old replicas. Non-controllers answer NOT_CONTROLLER; standalone brokers INVALID_REQUEST (there is
+nowhere to move a replica to). Per partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
+NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 45
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    part_cls = nested(ctx, "ReassignablePartitionResponse")
+    topic_cls = nested(ctx, "ReassignableTopicResponse")
+    wanted = {
+        (t.name, p.partition_index): (None if p.replicas is None else [int(r) for r in p.replicas])
+        for t in request.topics for p in t.partitions
+    }
+    top_error, top_message = ErrorCode.none, None
+    outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    link = ctx.broker.link
+    controller = link.controller if link is not None else None
+    if link is None:
+        top_error, top_message = ErrorCode.invalid_request, "a standalone broker has no other replicas"
+    elif controller is None or not controller.is_active:
+        top_error = ErrorCode.not_controller
+    else:
+        try:
+            for tp, outcome in (await controller.alter_partition_reassignments(wanted)).items():
+                outcomes[(tp[0], tp[1])] = (outcome.error, outcome.message)
+        except KafkaError as exc:
+            top_error, top_message = exc.code, exc.message
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition) in sorted(wanted):
+        error, message = outcomes.get((topic, partition), (top_error, top_message))
+        by_topic.setdefault(topic, []).append(
+            part_cls(partition_index=partition, error_code=error, error_message=message)
+        )
+    return fit(
+        ctx.response_class, throttle_time=NO_THROTTLE, error_code=top_error, error_message=top_message,
+        responses=tuple(topic_cls(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+    )

@@ -1,0 +1,60 @@
+"""ElectLeaders (key 43), versions 0-2.
+
+Preferred (0) or unclean (1) leader election for the named partitions (all partitions for a null list), answered by
+the active controller; any other broker answers NOT_CONTROLLER at the top level (v1+) or per partition (v0), and
+clients retry against the controller their metadata names. Per partition: ELECTION_NOT_NEEDED when the preferred
+replica already leads, PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies,
+UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist. A standalone broker leads everything: every
+election there is ELECTION_NOT_NEEDED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 43
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    result_cls = nested(ctx, "PartitionResult")
+    topic_cls = nested(ctx, "ReplicaElectionResult")
+    broker = ctx.broker
+    election_type = getattr(request, "election_type", 0)
+    wanted = None
+    if request.topic_partitions is not None:
+        wanted = [(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
+    top_error = ErrorCode.none
+    outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    controller = broker.link.controller if broker.link is not None else None
+    if broker.link is None:
+        targets = wanted if wanted is not None else [tp for tp in broker.partitions]
+        for tp in targets:
+            known = tp in broker.partitions
+            outcomes[tp] = (ErrorCode.election_not_needed if known else ErrorCode.unknown_topic_or_partition, None)
+    elif controller is None or not controller.is_active:
+        top_error = ErrorCode.not_controller
+        for tp in wanted or []:
+            outcomes[tp] = (ErrorCode.not_controller, None)
+    else:
+        try:
+            results = await controller.elect_leaders(wanted, election_type)
+            for tp, outcome in results.items():
+                outcomes[(tp[0], tp[1])] = (outcome.error, outcome.message)
+        except KafkaError as exc:
+            top_error = exc.code
+            for tp in wanted or []:
+                outcomes[tp] = (exc.code, exc.message)
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, partition), (error, message) in sorted(outcomes.items()):
+        by_topic.setdefault(topic, []).append(
+            result_cls(partition_id=partition, error_code=error, error_message=message)
+        )
+    return fit(
+        ctx.response_class, throttle_time=NO_THROTTLE, error_code=top_error,
+        replica_election_results=tuple(topic_cls(topic=t, partition_result=tuple(ps)) for t, ps in by_topic.items()),
+    )
