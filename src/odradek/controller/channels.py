@@ -10,7 +10,6 @@ injected :class:`Transport`, so tests can play brokers in-process and the cluste
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,9 +99,8 @@ class ChannelManager:
         tasks = [c.task for c in self._channels.values() if c.task is not None]
         for broker_id in list(self._channels):
             self.remove_broker(broker_id)
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if tasks:
+            await asyncio.wait(tasks)  # unlike awaiting them, never swallows our own cancellation
 
     async def _sender(self, channel: _Channel) -> None:
         while True:
@@ -113,10 +111,11 @@ class ChannelManager:
                 backoff = self._backoff_s
                 while True:
                     try:
-                        raw = await asyncio.wait_for(
-                            self._transport.send(channel.broker_id, channel.endpoint, item.api_key, body),
-                            self._timeout_s,
-                        )
+                        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that
+                        # races with completion, and removing a broker must always stop its sender.
+                        async with asyncio.timeout(self._timeout_s):
+                            raw = await self._transport.send(
+                                channel.broker_id, channel.endpoint, item.api_key, body)
                         response = decode_response(item.api_key, raw)
                         break
                     except asyncio.CancelledError:

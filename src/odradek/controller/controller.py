@@ -270,8 +270,7 @@ class Controller:
         self._stopped = True
         if self._loop_task is not None:
             self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+            await asyncio.wait({self._loop_task})
             self._loop_task = None
         was_active = self._active
         await self._resign()

@@ -47,9 +47,8 @@ class TcpTransport:
         key = (broker_id, endpoint.host, endpoint.port)
         connection = self._connections.get(key)
         if connection is None:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(endpoint.host or "127.0.0.1", endpoint.port), self._connect_timeout_s
-            )
+            async with asyncio.timeout(self._connect_timeout_s):
+                reader, writer = await asyncio.open_connection(endpoint.host or "127.0.0.1", endpoint.port)
             connection = self._connections.setdefault(key, _Connection(reader, writer))
         async with connection.lock:
             try:
