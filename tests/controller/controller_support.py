@@ -82,12 +82,15 @@ class RecordingTransport:
         self.views: dict[int, BrokerView] = {}
         self.down: set[int] = set()
         self.stop_replica_errors: dict[int, int] = {}
+        self.before_send: Callable[[int, int, Any], Awaitable[None]] | None = None
 
     async def send(self, broker_id: int, endpoint: Endpoint, api_key: int, body: bytes) -> bytes:
         await asyncio.sleep(0)
         if broker_id in self.down:
             raise ConnectionRefusedError(f"broker {broker_id} is down")
         request = decode_request(api_key, body)
+        if self.before_send is not None:
+            await self.before_send(broker_id, api_key, request)
         view = self.views.setdefault(broker_id, BrokerView())
         stale = request.controller_epoch < view.controller_epoch
         self.received.append(Received(broker_id, api_key, request, not stale))
