@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -58,6 +59,15 @@ async def test_kafka_layout_is_created_in_a_store() -> None:
         assert z.BrokerRegistration.from_json(data, z.broker_path(1)) == z.BrokerRegistration(
             1, (z.Endpoint("PLAINTEXT", "h", 9092),), {"PLAINTEXT": "PLAINTEXT"}, timestamp=5
         )
+
+
+async def test_generated_broker_ids_are_unique_across_sessions() -> None:
+    from odradek.coordination import EmbeddedBackend
+
+    async with EmbeddedBackend() as backend:
+        sessions = [await backend.session() for _ in range(3)]
+        ids = await asyncio.gather(*(z.generate_broker_id(s) for s in sessions for _ in range(4)))
+        assert sorted(ids) == list(range(1001, 1013))
 
 
 # ------------------------------------------------------------------------------------------- brokers

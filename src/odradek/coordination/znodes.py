@@ -61,6 +61,7 @@ __all__ = [
     "delete_topic_path",
     "encode_controller_epoch",
     "ensure_kafka_layout",
+    "generate_broker_id",
     "partition_path",
     "partition_state_path",
     "partitions_path",
@@ -149,6 +150,14 @@ def sequence_number(path: str, prefix: str) -> str:
 async def ensure_kafka_layout(session: Session) -> None:
     for path in PERSISTENT_PATHS:
         await session.ensure_path(path)
+
+
+async def generate_broker_id(session: Session, reserved_broker_max_id: int = 1000) -> int:
+    """Kafka's ``broker.id.generation.enable``: each write to ``/brokers/seqid`` bumps its version, and the new
+    version above ``reserved.broker.max.id`` is the id; ZooKeeper's atomic version bump makes ids unique."""
+    await session.ensure_path(BROKER_SEQID)
+    stat = await session.set(BROKER_SEQID, b"")
+    return reserved_broker_max_id + stat.version
 
 
 # ---------------------------------------------------------------------------------------------- errors
