@@ -1,0 +1,249 @@
+"""The pure parts: state tables, request codecs and framing, the request batch, the selectors."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+import pytest
+
+from odradek.controller.batch import RequestBatch
+from odradek.controller.context import ControllerContext, LeaderIsr, PartitionReplica, ReplicaAssignment
+from odradek.controller.election import Elected, Election, NotElected, elect_leader, without_replica
+from odradek.controller.requests import (
+    CONTROLLED_SHUTDOWN,
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    MetadataBroker,
+    MetadataEndpoint,
+    PartitionError,
+    RequestFormatError,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+    decode_request,
+    decode_response,
+    encode_body,
+    frame_request,
+    frame_response,
+    parse_request_frame,
+    parse_response_frame,
+)
+from odradek.controller.states import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
+    PartitionState,
+    ReplicaState,
+    StateTable,
+)
+from odradek.controller.transport import TcpTransport, request_controlled_shutdown
+from odradek.coordination.znodes import BrokerRegistration, Endpoint, TopicPartition
+from odradek.errors import ErrorCode
+
+# ------------------------------------------------------------------------------------------ states
+
+
+@pytest.mark.parametrize(
+    ("kind", "table", "initial", "states"),
+    [
+        ("Partition", PARTITION_VALID_PREVIOUS, PartitionState.NON_EXISTENT, list(PartitionState)),
+        ("Replica", REPLICA_VALID_PREVIOUS, ReplicaState.NON_EXISTENT, list(ReplicaState)),
+    ],
+)
+def test_every_transition_is_allowed_exactly_when_the_table_says(kind, table, initial, states, caplog) -> None:
+    caplog.set_level(logging.ERROR, logger="state.change.logger")
+    for source, target in itertools.product(states, states):
+        machine: StateTable = StateTable(kind, table, initial)
+        machine.put("x", source)
+        caplog.clear()
+        moved = machine.move("x", target)
+        assert moved == (source in table[target]), (source, target)
+        if moved:
+            assert machine.get("x") is target
+        else:
+            assert machine.get("x") is source
+            assert [r.name for r in caplog.records] == ["state.change.logger"]
+            assert "illegal state transition" in caplog.records[0].getMessage()
+
+
+def test_seed_tables() -> None:
+    P, R = PartitionState, ReplicaState
+    assert PARTITION_VALID_PREVIOUS[P.NON_EXISTENT] == {P.OFFLINE}
+    assert PARTITION_VALID_PREVIOUS[P.ONLINE] == {P.NEW, P.ONLINE, P.OFFLINE}
+    assert REPLICA_VALID_PREVIOUS[R.DELETION_STARTED] == {R.OFFLINE}
+    assert REPLICA_VALID_PREVIOUS[R.NON_EXISTENT] == {R.DELETION_SUCCESSFUL}
+    assert REPLICA_VALID_PREVIOUS[R.ONLINE] == {R.NEW, R.ONLINE, R.OFFLINE, R.DELETION_INELIGIBLE}
+
+
+def test_split_refuses_and_logs_only_the_illegal_ones(caplog) -> None:
+    caplog.set_level(logging.ERROR, logger="state.change.logger")
+    machine: StateTable = StateTable("Partition", PARTITION_VALID_PREVIOUS, PartitionState.NON_EXISTENT)
+    machine.put("online", PartitionState.ONLINE)
+    valid, invalid = machine.split(["fresh", "online"], PartitionState.NEW)
+    assert (valid, invalid) == (["fresh"], ["online"])
+    assert len(caplog.records) == 1 and "OnlinePartition to NewPartition" in caplog.records[0].getMessage()
+
+
+# ------------------------------------------------------------------------------------------ codecs
+
+LAIR = LeaderAndIsrRequest(
+    controller_id=0, controller_epoch=3, broker_epoch=77,
+    partition_states=[LeaderAndIsrPartitionState("t", 0, 3, 1, 5, [1, 2], 9, [1, 2, 3], [3], [], True)],
+    live_leaders=[LeaderAndIsrLiveLeader(1, "127.0.0.1", 9092)],
+)
+UM = UpdateMetadataRequest(
+    0, 3, 77, [UpdateMetadataPartitionState("t", 0, 3, -2, 5, [1], 9, [1, 2], [2])],
+    [MetadataBroker(1, [MetadataEndpoint(9092, "127.0.0.1", "PLAINTEXT", "PLAINTEXT")], "rack-a"),
+     MetadataBroker(2, [], None)],
+)
+SR = StopReplicaRequest(0, 3, 77, True, [StopReplicaPartition("t", 0)])
+CS = ControlledShutdownRequest(4, 123)
+
+
+@pytest.mark.parametrize(("key", "request_"), [(LEADER_AND_ISR, LAIR), (UPDATE_METADATA, UM),
+                                               (STOP_REPLICA, SR), (CONTROLLED_SHUTDOWN, CS)])
+def test_requests_round_trip_with_kafka_field_names(key, request_) -> None:
+    body = encode_body(request_)
+    assert decode_request(key, body) == request_
+    assert b'"controller_epoch"' in body or key == CONTROLLED_SHUTDOWN
+    frame = frame_request(key, 42, "odradek-controller", body)
+    header, parsed = parse_request_frame(frame[4:])
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
+        key, 0, 42, "odradek-controller")
+    assert parsed == body
+
+
+def test_responses_round_trip() -> None:
+    response = LeaderAndIsrResponse(0, [PartitionError("t", 0, 11)])
+    assert decode_response(LEADER_AND_ISR, encode_body(response)) == response
+    shutdown = ControlledShutdownResponse(0, [StopReplicaPartition("t", 1)])
+    assert decode_response(CONTROLLED_SHUTDOWN, encode_body(shutdown)) == shutdown
+    correlation, body = parse_response_frame(frame_response(7, encode_body(response))[4:])
+    assert correlation == 7 and decode_response(LEADER_AND_ISR, body) == response
+
+
+@pytest.mark.parametrize("body", [b"", b"[]", b"{", b'{"broker_id": "4", "broker_epoch": 1}', b'{"broker_id": 4}',
+                                  b"\xff", b'{"broker_id": true, "broker_epoch": 1}'])
+def test_malformed_bodies_are_refused(body) -> None:
+    with pytest.raises(RequestFormatError):
+        decode_request(CONTROLLED_SHUTDOWN, body)
+
+
+def test_malformed_frames_are_refused() -> None:
+    with pytest.raises(RequestFormatError):
+        parse_request_frame(b"\x00\x04")
+    frame = frame_request(LEADER_AND_ISR, 1, None, b"{}")[4:]
+    with pytest.raises(RequestFormatError):
+        parse_request_frame(frame[:-1])
+    with pytest.raises(RequestFormatError):
+        decode_request(3, b"{}")
+
+
+async def test_tcp_transport_frames_requests_as_a_broker_reads_them() -> None:
+    seen = []
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+            except asyncio.IncompleteReadError:
+                break
+            header, body = parse_request_frame(await reader.readexactly(size))
+            request = decode_request(header.api_key, body)
+            seen.append((header.api_key, request))
+            if header.api_key == CONTROLLED_SHUTDOWN:
+                reply = ControlledShutdownResponse(0, [StopReplicaPartition("t", 0)])
+            else:
+                reply = LeaderAndIsrResponse(0, [])
+            writer.write(frame_response(header.correlation_id, encode_body(reply)))
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(broker, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = TcpTransport()
+    try:
+        endpoint = Endpoint("PLAINTEXT", "127.0.0.1", port)
+        raw = await transport.send(1, endpoint, LEADER_AND_ISR, encode_body(LAIR))
+        assert decode_response(LEADER_AND_ISR, raw) == LeaderAndIsrResponse(0, [])
+        response = await request_controlled_shutdown(transport, 1, endpoint, 4, 123)
+        assert response.remaining_partitions == [StopReplicaPartition("t", 0)]
+        assert seen == [(LEADER_AND_ISR, LAIR), (CONTROLLED_SHUTDOWN, CS)]
+    finally:
+        await transport.close()
+        server.close()
+        await server.wait_closed()
+
+
+# ---------------------------------------------------------------------------------- batch, selectors
+
+
+def context() -> ControllerContext:
+    ctx = ControllerContext(epoch=5)
+    for broker in (1, 2, 3):
+        ctx.live_brokers[broker] = BrokerRegistration(broker, (Endpoint("PLAINTEXT", "h", 9000 + broker),),
+                                                      rack=f"r{broker}")
+        ctx.broker_epochs[broker] = 100 + broker
+    ctx.assignments[TopicPartition("t", 0)] = ReplicaAssignment((1, 2, 4))
+    ctx.leadership[TopicPartition("t", 0)] = LeaderIsr(1, 7, (1, 2, 4), 4, 11)
+    return ctx
+
+
+def test_batch_groups_per_broker_in_kafka_order_and_skips_dead_brokers() -> None:
+    ctx = context()
+    tp = TopicPartition("t", 0)
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [1, 2, 4], tp, ctx.leadership[tp])
+    batch.add_stop_replica(ctx, [2], tp, delete=False)
+    batch.add_stop_replica(ctx, [2], tp, delete=True)
+    out = batch.build(ctx, controller_id=1)
+    assert [(o.broker_id, o.api_key) for o in out] == [
+        (1, LEADER_AND_ISR), (1, UPDATE_METADATA), (2, LEADER_AND_ISR), (2, UPDATE_METADATA), (2, STOP_REPLICA),
+        (3, UPDATE_METADATA)]
+    lair = out[0].request
+    assert lair.broker_epoch == 101 and lair.controller_epoch == 5
+    assert lair.partition_states[0].zk_version == 11 and lair.partition_states[0].replicas == [1, 2, 4]
+    assert lair.live_leaders == [LeaderAndIsrLiveLeader(1, "h", 9001)]
+    um = out[1].request
+    assert um.partition_states[0].offline_replicas == [4]
+    assert [b.rack for b in um.live_brokers] == ["r1", "r2", "r3"]
+    assert out[4].request.delete_partitions is True
+
+
+def test_selectors_bump_the_epoch_and_compute_the_isr() -> None:
+    ctx = context()
+    tp = TopicPartition("t", 0)
+    ctx.live_brokers.pop(1)
+    offline = elect_leader(Election.OFFLINE, ctx, tp)
+    assert isinstance(offline, Elected)
+    assert (offline.new.leader, offline.new.leader_epoch, offline.new.isr) == (2, 8, (2,))
+    assert offline.new.zk_version == 11 and offline.recipients == (2,)
+    ctx.leadership[tp] = offline.new
+    preferred = elect_leader(Election.PREFERRED, ctx, tp)
+    assert isinstance(preferred, NotElected) and preferred.error is ErrorCode.preferred_leader_not_available
+    ctx.shutting_down.add(2)
+    shutdown = elect_leader(Election.CONTROLLED_SHUTDOWN, ctx, tp)
+    assert isinstance(shutdown, NotElected) and shutdown.error is ErrorCode.eligible_leaders_not_available
+    ctx.leadership[tp] = LeaderIsr(1, 7, (4,), 9, 11)
+    newer = elect_leader(Election.OFFLINE, ctx, tp)
+    assert isinstance(newer, NotElected) and newer.error is ErrorCode.not_controller
+
+
+def test_removing_the_last_isr_member_keeps_it_in_the_isr() -> None:
+    ctx = context()
+    assert without_replica(ctx, LeaderIsr(1, 3, (1, 2), 5, 0), 1) == LeaderIsr(-1, 4, (2,), 5, 0)
+    assert without_replica(ctx, LeaderIsr(1, 3, (1,), 5, 0), 1) == LeaderIsr(-1, 4, (1,), 5, 0)
+    assert without_replica(ctx, LeaderIsr(1, 3, (1,), 5, 0), 2) is None
+
+
+def test_partition_replica_names_its_partition() -> None:
+    assert PartitionReplica("t", 1, 2).tp == TopicPartition("t", 1)
