@@ -22,7 +22,8 @@ async def test_one_controller_is_elected_and_failover_bumps_the_epoch() -> None:
     try:
         first = await c.wait_controller()
         assert first.broker_id == 0 and first.epoch == 1
-        assert [b.controller.active_controller_id for b in c.brokers.values()] == [0, 0, 0]
+        await wait_for(lambda: [b.controller.active_controller_id for b in c.brokers.values()] == [0, 0, 0],
+                       what="every broker knows the controller")
         await c.brokers[first.broker_id].kill()
         second = await c.wait_controller(not_on=first.broker_id)
         assert second.epoch == 2
