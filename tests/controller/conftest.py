@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+
+from odradek.coordination.localzk import LocalZooKeeper
 
 ASYNC_TEST_DEADLINE_S = 60.0
 
@@ -28,13 +28,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 @pytest.fixture(scope="session")
 def zookeeper_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ZooKeeper, started by the coordination tests' support code (Debian's zookeeper package)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "coordination"))
-    try:
-        from coordination_support import ZooKeeperServer  # type: ignore[attr-defined]
-    except ImportError as exc:
-        pytest.skip(f"tests/coordination has no ZooKeeperServer yet: {exc}")
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    """A real ZooKeeper (Debian's package), as the coordination tests start it; it fails, never skips."""
+    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper")).start()
     try:
         yield server.hosts
     finally:
