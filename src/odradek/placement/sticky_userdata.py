@@ -25,6 +25,7 @@ __all__ = [
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I32_PAIR = struct.Struct(">ii")
 
 
 def encode_sticky_user_data(partitions: Sequence[TopicPartition], generation: int | None = None) -> bytes:
@@ -99,6 +100,7 @@ def decode_sticky_user_data_ids(
         return [], None
     unpack_i16 = _I16.unpack_from
     unpack_i32 = _I32.unpack_from
+    unpack_pair = _I32_PAIR.unpack_from
     out: list[int] = []
     append = out.append
     size = len(data)
@@ -114,10 +116,13 @@ def decode_sticky_user_data_ids(
                 return [], -1
             topic = topics.get(data[offset : offset + length])
             offset += length
-            (n,) = unpack_i32(data, offset)
+            if offset + 8 <= size:  # the count and, usually, the only partition in one call
+                n, p = unpack_pair(data, offset)
+            else:
+                (n,) = unpack_i32(data, offset)
+                p = -1
             offset += 4
             if n == 1:
-                (p,) = unpack_i32(data, offset)
                 if topic is not None and 0 <= p < topic[1]:
                     append(topic[0] + p)
             elif n < 0:
