@@ -743,3 +743,34 @@ async def test_frequent_heartbeats_keep_one_timer_per_member(h: Harness) -> None
     assert len(h.coord._timers) <= timers + 1
     await h.advance(SESSION)
     assert not h.group().has(r.member_id)
+
+
+def test_load_keeps_the_last_record_of_a_key_whatever_its_key_version() -> None:
+    import struct
+
+    from odradek.broker.group.schema import encode_key, encode_offset_value
+    from odradek.protocol.records import encode_batch
+
+    def v0_key(group: str, topic: str, partition: int) -> bytes:
+        return struct.pack(
+            f">hh{len(group)}sh{len(topic)}si", 0, len(group), group.encode(), len(topic), topic.encode(), partition
+        )
+
+    async def main() -> None:
+        log = MemoryOffsetsLog()
+        later_v1 = [
+            (v0_key("g", "t", 0), encode_offset_value(OffsetValue(1, -1, "", 0))),
+            (encode_key(OffsetKey("g", "t", 0)), encode_offset_value(OffsetValue(2, -1, "", 0))),
+        ]
+        later_v0 = [
+            (encode_key(OffsetKey("g", "t", 1)), encode_offset_value(OffsetValue(3, -1, "", 0))),
+            (v0_key("g", "t", 1), encode_offset_value(OffsetValue(4, -1, "", 0))),
+        ]
+        for key, value in later_v1 + later_v0:
+            await log.append(0, encode_batch([(key, value, ())], timestamp_ms=0))
+        h = Harness(log=log)
+        await h.load()
+        offsets = h.coord.fetch_offsets("g", None)[1]
+        assert {tp: v.offset for tp, v in offsets.items() if v is not None} == {("t", 0): 2, ("t", 1): 4}
+
+    asyncio.run(main())

@@ -223,13 +223,17 @@ class GroupCoordinator:
         return task
 
     async def _load(self, partition: int, epoch: int) -> None:
-        group_values: dict[str, GroupValue | None] = {}
-        offsets: dict[str, dict[TopicPartition, OffsetValue]] = defaultdict(dict)
+        # Only the last record of each key counts (the log is compacted the same way), so values are decoded once
+        # per surviving key, not once per record: a partition is mostly superseded offset commits.
+        latest: dict[bytes, tuple[int, bytes | None]] = {}
+        seq = 0
         try:
             for n, (header, records) in enumerate(self._log.read(partition), 1):
                 if not header.is_control:
                     for record in records:
-                        self._replay(record.key, record.value, group_values, offsets)
+                        if record.key is not None:
+                            latest[record.key] = (seq, record.value)
+                            seq += 1
                 if n % LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                     if self._load_epoch[partition] != epoch:
@@ -240,6 +244,7 @@ class GroupCoordinator:
             raise
         if self._load_epoch[partition] != epoch:
             return
+        group_values, offsets = self._decode_latest(latest)
         now = self._clock.now_ms()
         loaded = 0
         for group_id in {*group_values, *offsets}:
@@ -258,29 +263,31 @@ class GroupCoordinator:
         self._loading.discard(partition)
         self._owned.add(partition)
         self._ensure_sweep()
-        log.info("loaded %d groups from __consumer_offsets-%d", loaded, partition)
+        log.info("loaded %d groups from __consumer_offsets-%d (%d records)", loaded, partition, seq)
 
     @staticmethod
-    def _replay(
-        key: bytes | None,
-        value: bytes | None,
-        group_values: dict[str, GroupValue | None],
-        offsets: dict[str, dict[TopicPartition, OffsetValue]],
-    ) -> None:
-        if key is None:
-            return
-        try:
-            decoded = decode_key(key)
-            if isinstance(decoded, OffsetKey):
-                tp = (decoded.topic, decoded.partition)
-                if value is None:
-                    offsets[decoded.group].pop(tp, None)
-                else:
-                    offsets[decoded.group][tp] = decode_offset_value(value)
-            else:
-                group_values[decoded.group] = None if value is None else decode_group_value(value)
-        except (SchemaError, UnicodeDecodeError) as exc:
-            log.warning("skipping unreadable __consumer_offsets record: %s", exc)
+    def _decode_latest(
+        latest: Mapping[bytes, tuple[int, bytes | None]],
+    ) -> tuple[dict[str, GroupValue | None], dict[str, dict[TopicPartition, OffsetValue]]]:
+        """Decode the last record of each raw key; two encodings of one key (v0 and v1) resolve by log order."""
+        group_values: dict[str, tuple[int, GroupValue | None]] = {}
+        offset_values: dict[OffsetKey, tuple[int, OffsetValue | None]] = {}
+        for raw_key, (seq, raw_value) in latest.items():
+            try:
+                key = decode_key(raw_key)
+                if isinstance(key, OffsetKey):
+                    if key not in offset_values or offset_values[key][0] < seq:
+                        value = None if raw_value is None else decode_offset_value(raw_value)
+                        offset_values[key] = (seq, value)
+                elif key.group not in group_values or group_values[key.group][0] < seq:
+                    group_values[key.group] = (seq, None if raw_value is None else decode_group_value(raw_value))
+            except (SchemaError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable __consumer_offsets record: %s", exc)
+        offsets: dict[str, dict[TopicPartition, OffsetValue]] = defaultdict(dict)
+        for key, (_, offset) in offset_values.items():
+            if offset is not None:
+                offsets[key.group][(key.topic, key.partition)] = offset
+        return {g: v for g, (_, v) in group_values.items()}, offsets
 
     def unload_partition(self, partition: int) -> None:
         """Stop coordinating ``partition`` (leadership moved): waiting members are told NOT_COORDINATOR."""
