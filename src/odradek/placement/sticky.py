@@ -32,10 +32,9 @@ class _AbstractStickyAssignor(Assignor):
 
     def __init__(self, prefer_rack_aware_logic: bool = False) -> None:
         super().__init__(prefer_rack_aware_logic)
-        # : Kafka's ``maxGeneration``: instance state that only grows across calls on the same assignor.
+        #: Kafka's ``maxGeneration``: instance state that only grows across calls on the same assignor.
         self.max_generation = DEFAULT_GENERATION
-        # Kafka's ``partitionsTransferringOwnership``: ``{}`` after the constrained path, None after the
-        # general.
+        #: Kafka's ``partitionsTransferringOwnership``: ``{}`` after the constrained path, None after the general one.
         self.partitions_transferring_ownership: dict[TopicPartition, str] | None = {}
         # Only the verdict is kept, not the builder: the assignor must not pin a call's million-partition state.
         self._sticky = True
@@ -57,12 +56,16 @@ class _AbstractStickyAssignor(Assignor):
         self, partitions_per_topic: PartitionsPerTopic, subscriptions: Mapping[str, Subscription]
     ) -> dict[str, list[TopicPartition]]:
         member_ids = list(subscriptions)
+        if not member_ids:  # Kafka takes the constrained path with nobody to assign to
+            self.partitions_transferring_ownership = {}
+            self._sticky = True
+            return {}
         subs = [subscriptions[m] for m in member_ids]
         state = StickyState(normalize_topics(partitions_per_topic), member_ids, subs, self.prefer_rack_aware_logic)
         member_data = [self._member_data(state, sub) for sub in subs]
         owned, multi_owned, all_equal = self._all_subscriptions_equal(state, member_data)
         self._sticky = True
-        if all_equal and member_ids:
+        if all_equal:
             transferring: dict[int, int] = {}
             dealt, as_objects = constrained_assign(state, owned, multi_owned, transferring)
             tps = state.tps
