@@ -9,6 +9,7 @@ a million partitions be dealt in well under a second.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from itertools import compress
 from typing import Any
 
@@ -144,8 +145,17 @@ def _remove_first_occurrences(parts: list[int], doomed: set[int]) -> list[int]:
 
 
 def _rack_aware_round_robin(
-    state, unassigned, under, exact, assignment, min_q, max_q, cur_over, expected_over, note_new
-):  # type: ignore[no-untyped-def]
+    state: StickyState,
+    unassigned: list[Any],
+    under: list[int],
+    exact: list[int],
+    assignment: list[list[Any]],
+    min_q: int,
+    max_q: int,
+    cur_over: int,
+    expected_over: int,
+    note_new: Callable[[int, int], None],
+) -> tuple[list[Any], int]:
     """Kafka's ``assignRackAwareRoundRobin``: rack-matching members first; returns what is left unassigned."""
     remaining: list[int] = []
     next_index = 0
@@ -179,7 +189,16 @@ def _rack_aware_round_robin(
     return remaining, cur_over
 
 
-def _round_robin(unassigned, under, exact, assignment, min_q, max_q, cur_over, note_new):  # type: ignore[no-untyped-def]
+def _round_robin(
+    unassigned: list[Any],
+    under: list[int],
+    exact: list[int],
+    assignment: list[list[Any]],
+    min_q: int,
+    max_q: int,
+    cur_over: int,
+    note_new: Callable[[int, int], None] | None,
+) -> int:
     """Kafka's ``assignRoundRobin``, a whole round of the member iterator at a time where possible."""
     exact_q = deque(exact)
     exact.clear()

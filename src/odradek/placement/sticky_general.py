@@ -19,15 +19,15 @@ __all__ = ["GeneralBuilder"]
 
 
 class _JavaHashSet:
-    """Iteration order of a ``java.util.HashSet<TopicPartition>`` (bucket, then insertion; never shrinks)."""
+    """Iteration order of a ``java.util.HashSet<TopicPartition>``: by bucket of the spread hash code, then by
+    insertion within a bucket; the table doubles past 3/4 full and never shrinks (treeified bins not modelled)."""
 
-    __slots__ = ("_cap", "_hash", "_items", "_seq")
+    __slots__ = ("_cap", "_items", "_seq")
 
-    def __init__(self, hash_of: list[int] | None = None) -> None:
+    def __init__(self) -> None:
         self._cap = 16
         self._items: dict[int, int] = {}
         self._seq = 0
-        self._hash = hash_of
 
     def add(self, g: int) -> None:
         if g in self._items:
@@ -44,6 +44,7 @@ class _JavaHashSet:
         return len(self._items)
 
     def first(self, hash_of: dict[int, int]) -> int:
+        """The element Java's ``iterator().next()`` returns; ``hash_of`` holds each element's hashCode."""
         mask = self._cap - 1
         return min(self._items, key=lambda g: ((hash_of[g] ^ (hash_of[g] >> 16)) & mask, self._items[g]))
 
