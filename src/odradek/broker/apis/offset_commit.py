@@ -15,7 +15,7 @@ import datetime
 from typing import Any
 
 from odradek.broker.apis import RequestContext, fit, nested
-from odradek.broker.group.coordinator import OffsetCommit
+from odradek.broker.group.results import OffsetCommit
 from odradek.errors import ErrorCode
 
 API_KEY = 8

@@ -2,8 +2,10 @@
 records."""
 
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig
-from odradek.broker.group.coordinator import (
-    GroupCoordinator,
+from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.broker.group.metadata import Group, GroupState, Member
+from odradek.broker.group.offsets_log import OffsetsLog
+from odradek.broker.group.results import (
     GroupOverview,
     GroupSummary,
     JoinResult,
@@ -11,8 +13,6 @@ from odradek.broker.group.coordinator import (
     OffsetCommit,
     SyncResult,
 )
-from odradek.broker.group.metadata import Group, GroupState, Member
-from odradek.broker.group.offsets_log import OffsetsLog
 from odradek.broker.group.schema import java_string_hashcode, partition_for
 
 __all__ = [

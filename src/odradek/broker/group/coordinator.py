@@ -8,8 +8,7 @@ in mechanics only:
   resolves when the rebalance moves on (Kafka's purgatory callbacks).
 * Time comes from an injected :class:`~odradek.clock.Clock`. Deadlines (initial delayed join, rebalance
   timeout, session timeouts, pending members, pending syncs, the offsets-retention sweep) sit in one heap that
-  :meth:`tick` fires; in the broker a background task calls it when the next deadline comes, and tests call it
-  after moving a ManualClock.
+  :meth:`tick` fires: the broker calls it periodically, tests after moving a ManualClock.
 * Persistence goes through :class:`~odradek.broker.group.offsets_log.OffsetsLog`: SyncGroup's assignment, an
   emptied group, committed offsets and tombstones are appended as RecordBatches to the group's partition of
   ``__consumer_offsets`` and acknowledged only once committed; :meth:`load_partition` rebuilds groups from it.
@@ -18,8 +17,6 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -29,6 +26,14 @@ from typing import Any
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.metadata import Group, GroupState, Member, Protocols
 from odradek.broker.group.offsets_log import OffsetsLog
+from odradek.broker.group.results import (
+    GroupOverview,
+    GroupSummary,
+    JoinResult,
+    MemberSummary,
+    OffsetCommit,
+    SyncResult,
+)
 from odradek.broker.group.schema import (
     GroupKey,
     GroupValue,
@@ -43,75 +48,21 @@ from odradek.broker.group.schema import (
     encode_offset_value,
     partition_for,
 )
+from odradek.broker.group.timers import Timers
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import encode_batch
 
 log = logging.getLogger(__name__)
 
-NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
 LOAD_YIELD_EVERY = 64
 """Batches read between yields to the event loop while loading a partition."""
 
 
-@dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str
-    generation_id: int = NO_GENERATION
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()
-    """(member_id, group_instance_id, metadata) for the leader; empty for everyone else."""
-    skip_assignment: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MemberSummary:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class GroupSummary:
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[MemberSummary, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class GroupOverview:
-    group_id: str
-    protocol_type: str
-    state: str
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommit:
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-
-
 @dataclass(eq=False, slots=True)
 class _DelayedJoin:
-    """The pending completion of a PreparingRebalance: Kafka's DelayedJoin, or InitialDelayedJoin when
-    ``initial``."""
+    """When a PreparingRebalance completes: Kafka's DelayedJoin, or its InitialDelayedJoin if ``initial``."""
 
     initial: bool
     delay_ms: int
@@ -181,8 +132,7 @@ class GroupCoordinator:
         self._rebalance: dict[Group, _DelayedJoin] = {}
         self._sync_timer: dict[Group, object] = {}
         self._pending_commits: Counter[Group] = Counter()
-        self._timers: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
+        self._timers = Timers()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._sweep_scheduled = False
@@ -1267,22 +1217,17 @@ class GroupCoordinator:
     # --- timers ---------------------------------------------------------------------------------------------
 
     def _schedule(self, deadline: int, action: Callable[[], None]) -> None:
-        heapq.heappush(self._timers, (deadline, next(self._seq), action))
+        self._timers.schedule(deadline, action)
 
     async def tick(self, now_ms: int | None = None) -> None:
         """Fire every deadline up to ``now_ms`` (default: the clock's now); the broker calls it periodically."""
         self._fire_due(self._clock.now_ms() if now_ms is None else now_ms)
 
     def _fire_due(self, now_ms: int) -> None:
-        while self._timers and self._timers[0][0] <= now_ms:
-            _, _, action = heapq.heappop(self._timers)
-            try:
-                action()
-            except Exception:
-                log.exception("group coordinator timer failed")
+        self._timers.fire_due(now_ms)
 
     def next_deadline_ms(self) -> int | None:
-        return self._timers[0][0] if self._timers else None
+        return self._timers.next_deadline_ms()
 
     async def shutdown(self) -> None:
         """Answer every waiting member NOT_COORDINATOR and stop; in-flight appends get a chance to finish."""
