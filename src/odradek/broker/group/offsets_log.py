@@ -29,10 +29,12 @@ class OffsetsLog(Protocol):
         ``offsets.commit.timeout.ms``.
 
     ``read(partition)``
-        Iterate over every committed batch of ``partition`` from its log start offset up to its high
-        watermark, each decoded with :func:`odradek.protocol.records.decode_batch`. Control batches may be
-        included (they are skipped). The coordinator calls it from :meth:`GroupCoordinator.load_partition` and
-        consumes it lazily, yielding to the event loop between batches.
+        Iterate over every batch of ``partition`` from its log start offset to its log end offset, each decoded
+        with :func:`odradek.protocol.records.decode_batch`. Kafka's loader reads to the log end, not the high
+        watermark: a new leader's whole log is committed once its followers catch up (the leader never truncates
+        it), and stopping at a lagging high watermark would lose commits acknowledged by the old leader. Control
+        batches may be included (they are skipped). The coordinator calls it from
+        :meth:`GroupCoordinator.load_partition` and consumes it lazily, yielding to the event loop between batches.
     """
 
     async def append(self, partition: int, batch: bytearray) -> None: ...
