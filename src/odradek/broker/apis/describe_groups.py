@@ -27,9 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     group_cls = nested(ctx, "DescribedGroup")
     member_cls = nested(ctx, "DescribedGroupMember")
     operations = (
-        _GROUP_OPERATIONS
-        if getattr(request, "include_authorized_operations", False)
-        else _OPERATIONS_NOT_REQUESTED
+        _GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else _OPERATIONS_NOT_REQUESTED
     )
     described = []
     for group_id in request.groups:

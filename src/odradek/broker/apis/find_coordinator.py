@@ -66,10 +66,7 @@ def _error(code: ErrorCode, message: str | None = None) -> _Answer:
 
 async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_Answer]:
     if key_type == KEY_TYPE_TRANSACTION:
-        return [
-            _error(ErrorCode.coordinator_not_available, "odradek has no transaction coordinator")
-            for _ in keys
-        ]
+        return [_error(ErrorCode.coordinator_not_available, "odradek has no transaction coordinator") for _ in keys]
     if key_type != KEY_TYPE_GROUP:
         return [_error(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}") for _ in keys]
     broker = ctx.broker

@@ -27,9 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         throttle_time=datetime.timedelta(0),
         error_code=error,
         groups=tuple(
-            listed(
-                group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic"
-            )
+            listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic")
             for g in groups
         ),
     )
