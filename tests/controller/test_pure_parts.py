@@ -122,6 +122,14 @@ def test_requests_round_trip_with_kafka_field_names(key, request_) -> None:
     assert parsed == body
 
 
+def test_large_update_metadata_encodes_its_shared_states_once_and_round_trips() -> None:
+    states = [UpdateMetadataPartitionState("t", p, 3, 1, 5, [1, 2], 9, [1, 2], []) for p in range(500)]
+    brokers = [MetadataBroker(1, [MetadataEndpoint(9092, "h", "PLAINTEXT")], None)]
+    for broker_epoch in (10, 11):
+        request = UpdateMetadataRequest(0, 3, broker_epoch, states, brokers)
+        assert decode_request(UPDATE_METADATA, encode_body(request)) == request
+
+
 def test_responses_round_trip() -> None:
     response = LeaderAndIsrResponse(0, [PartitionError("t", 0, 11)])
     assert decode_response(LEADER_AND_ISR, encode_body(response)) == response

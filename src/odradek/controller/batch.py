@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.controller.context import ControllerContext, LeaderIsr, TopicPartition
+from odradek.controller.context import ControllerContext, LeaderIsr, ReplicaAssignment, TopicPartition
 from odradek.controller.requests import (
     LEADER_AND_ISR,
     LEADER_DURING_DELETE,
@@ -46,9 +46,11 @@ class RequestBatch:
     metadata_brokers: set[int] = field(default_factory=set)
     metadata_partitions: set[TopicPartition] = field(default_factory=set)
     metadata_all: bool = False
+    metadata_all_live: bool = False
+    """Every live broker gets the metadata (resolved when building, not once per partition added)."""
 
     def __bool__(self) -> bool:
-        return bool(self.leader_and_isr or self.stop_replica or self.metadata_brokers)
+        return bool(self.leader_and_isr or self.stop_replica or self.metadata_brokers or self.metadata_all_live)
 
     def add_leader_and_isr(
         self,
@@ -64,7 +66,8 @@ class RequestBatch:
                 entries = self.leader_and_isr.setdefault(broker, {})
                 previous = entries.get(tp)
                 entries[tp] = (state, is_new or (previous is not None and previous[1]))
-        self.add_update_metadata(ctx.live_or_shutting_down, [tp])
+        self.metadata_all_live = True
+        self.metadata_partitions.add(tp)
 
     def add_stop_replica(self, ctx: ControllerContext, brokers: Iterable[int], tp: TopicPartition,
                          delete: bool) -> None:
@@ -83,6 +86,8 @@ class RequestBatch:
 
     def build(self, ctx: ControllerContext, controller_id: int) -> list[Outgoing]:
         out: list[Outgoing] = []
+        if self.metadata_all_live:
+            self.metadata_brokers |= ctx.live_or_shutting_down
         brokers = sorted(set(self.leader_and_isr) | self.metadata_brokers | set(self.stop_replica))
         metadata = self._metadata_request(ctx, controller_id) if self.metadata_brokers else None
         for broker in brokers:
@@ -113,12 +118,13 @@ class RequestBatch:
     ) -> LeaderAndIsrRequest:
         states = []
         leaders: set[int] = set()
-        for tp, (state, is_new) in sorted(entries.items()):
-            ra = ctx.assignments.get(tp)
+        assignments = ctx.assignments
+        empty = ReplicaAssignment(())
+        for tp, (state, is_new) in entries.items():
+            ra = assignments.get(tp, empty)
             states.append(LeaderAndIsrPartitionState(
-                tp.topic, tp.partition, state.controller_epoch, state.leader, state.leader_epoch, list(state.isr),
-                state.zk_version, list(ra.replicas) if ra else [], list(ra.adding) if ra else [],
-                list(ra.removing) if ra else [], is_new,
+                tp[0], tp[1], state.controller_epoch, state.leader, state.leader_epoch, list(state.isr),
+                state.zk_version, list(ra.replicas), list(ra.adding), list(ra.removing), is_new,
             ))
             leaders.add(state.leader)
         live_leaders = []
@@ -132,8 +138,9 @@ class RequestBatch:
     def _metadata_request(
         self, ctx: ControllerContext, controller_id: int
     ) -> tuple[list[UpdateMetadataPartitionState], list[MetadataBroker]]:
-        partitions = sorted(ctx.leadership) if self.metadata_all else sorted(self.metadata_partitions)
+        partitions = ctx.leadership if self.metadata_all else self.metadata_partitions
         states = []
+        live = ctx.live_brokers
         for tp in partitions:
             state = ctx.leadership.get(tp)
             ra = ctx.assignments.get(tp)
@@ -142,7 +149,7 @@ class RequestBatch:
             leader = LEADER_DURING_DELETE if ctx.is_queued_for_deletion(tp.topic) else state.leader
             states.append(UpdateMetadataPartitionState(
                 tp.topic, tp.partition, state.controller_epoch, leader, state.leader_epoch, list(state.isr),
-                state.zk_version, list(ra.replicas), ctx.offline_replicas(tp),
+                state.zk_version, list(ra.replicas), [r for r in ra.replicas if r not in live],
             ))
         brokers = []
         for broker_id, registration in sorted(ctx.live_brokers.items()):

@@ -731,8 +731,9 @@ class Controller:
             results.update(await self._initialize_partitions(uninitialized))
             if to_elect:
                 results.update(await self._elect(to_elect, election or Election.OFFLINE, force_unclean))
+            valid_set = set(valid)
             for tp, outcome in results.items():
-                if outcome.error is ErrorCode.none and tp in valid:
+                if outcome.error is ErrorCode.none and tp in valid_set:
                     self.partition_states.put(tp, P.ONLINE)
         return results
 
@@ -897,8 +898,9 @@ class Controller:
         for replica in replicas:
             self._batch.add_stop_replica(ctx, [replica.replica], replica.tp, delete=False)
         pending = [r for r in replicas if r.tp in ctx.leadership and not ctx.is_queued_for_deletion(r.topic)]
+        pending_set = set(pending)
         for replica in replicas:
-            if replica not in pending:
+            if replica not in pending_set:
                 self.replica_states.put(replica, R.OFFLINE)
         for _attempt in range(10):
             if not pending:
@@ -973,7 +975,7 @@ class Controller:
         self._batch.add_update_metadata(ctx.live_or_shutting_down, None)
         on_new = ctx.replicas_on(brokers)
         deleting = [r for r in on_new if ctx.is_queued_for_deletion(r.topic)]
-        await self._replicas_to([r for r in on_new if r not in deleting], R.ONLINE)
+        await self._replicas_to([r for r in on_new if not ctx.is_queued_for_deletion(r.topic)], R.ONLINE)
         await self._trigger_online_partitions()
         for tp, target in sorted(ctx.being_reassigned.items()):
             if any(b in target for b in brokers):
