@@ -363,3 +363,29 @@ async def test_topic_deletion_disabled_drops_the_request() -> None:
         assert await c.assignment("t") is not None
     finally:
         await c.stop()
+
+
+async def test_a_broker_answering_stale_controller_epoch_makes_an_outdated_controller_resign(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="odradek.controller.controller")
+    c = await cluster().start(3)
+    try:
+        zombie = await c.wait_controller()
+        await c.create_topic("t", {0: [1, 2]})
+        await wait_for(lambda: c.state("t", 0))
+        await c.idle()
+        assert c.admin is not None
+        data, stat = await c.admin.get("/controller_epoch")
+        newer = int(data) + 1
+        await c.admin.set("/controller_epoch", encode_controller_epoch(newer), stat.version)
+        for view in c.transport.views.values():
+            view.controller_epoch = newer  # the brokers have heard from the newer controller
+        # An ISR change only needs UpdateMetadata, no fenced write: the brokers' refusal is what tells it.
+        await c.act_as_leader("t", 0, [1])
+        await wait_for(lambda: not zombie.is_active or zombie.epoch > newer, what="the outdated controller resigns")
+        again = await c.wait_controller()
+        assert again.epoch == newer + 1
+        assert any("newer than ours" in r.getMessage() for r in caplog.records)
+    finally:
+        await c.stop()

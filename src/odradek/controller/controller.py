@@ -170,6 +170,11 @@ class _AutoRebalance(_Event):
 
 
 @dataclass(slots=True)
+class _EpochCheck(_Event):
+    """A broker answered STALE_CONTROLLER_EPOCH: somebody newer may be controller."""
+
+
+@dataclass(slots=True)
 class _StopReplicaDone(_Event):
     broker: int
     response: StopReplicaResponse
@@ -482,6 +487,8 @@ class Controller:
                 await self._on_auto_rebalance()
             elif isinstance(event, _StopReplicaDone):
                 await self._on_stop_replica_done(event)
+            elif isinstance(event, _EpochCheck):
+                await self._on_epoch_check()
         finally:
             await self._flush()
 
@@ -518,6 +525,11 @@ class Controller:
             await store.delete_controller_if_mine(self.broker_id)
             return
         await self._failover(epoch)
+
+    async def _on_epoch_check(self) -> None:
+        newest = await self.store.current_epoch()
+        if newest > self.ctx.epoch:
+            raise ControllerMovedError(f"/controller_epoch is {newest}, newer than ours ({self.ctx.epoch})")
 
     async def _on_expire(self) -> None:
         await self._resign()
@@ -679,16 +691,21 @@ class Controller:
         if not batch or not self._active or self._channels is None:
             return
         for out in batch.build(self.ctx, self.broker_id):
-            callback = None
+            callback: Callable[[int, Any], None] = self._response_callback
             if out.api_key == STOP_REPLICA and out.request.delete_partitions:
                 callback = self._stop_replica_callback(out.request)
             self._channels.send(out.broker_id, out.api_key, out.request, callback)
+
+    def _response_callback(self, broker: int, response: Any) -> None:
+        if getattr(response, "error_code", 0) == ErrorCode.stale_controller_epoch and self._active:
+            self._post(_EpochCheck())
 
     def _stop_replica_callback(self, request: StopReplicaRequest) -> Callable[[int, Any], None]:
         generation = self._generation
         partitions = [TopicPartition(p.topic, p.partition) for p in request.partitions]
 
         def done(broker: int, response: Any) -> None:
+            self._response_callback(broker, response)
             if generation == self._generation:
                 self._post(_StopReplicaDone(broker, response, partitions))
 
@@ -1012,6 +1029,11 @@ class Controller:
         gone = ctx.all_topics - names
         for topic in gone:
             if not ctx.is_queued_for_deletion(topic):
+                # Removed behind the controller's back (not through /admin/delete_topics): forget it.
+                for tp in ctx.partitions_of(topic):
+                    self.partition_states.remove(tp)
+                for replica in ctx.replicas_for(ctx.partitions_of(topic)):
+                    self.replica_states.remove(replica)
                 ctx.remove_topic(topic)
         loaded = await self.store.topics(new_topics, self._topic_watch)
         new_partitions: list[TopicPartition] = []

@@ -132,6 +132,10 @@ class ControllerStore:
         self.epoch_zk_version = new.version
         return epoch
 
+    async def current_epoch(self) -> int:
+        data, _ = await self.session.get(CONTROLLER_EPOCH)
+        return decode_controller_epoch(data)
+
     async def delete_controller_if_mine(self, broker_id: int) -> None:
         try:
             data, stat = await self.session.get(CONTROLLER)
