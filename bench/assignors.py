@@ -7,14 +7,16 @@ Shapes (see ../shared/notes/java-anchors.md for Kafka's Java timings on this kin
   partitions and generation 1)
 * ``B``   Kafka's non-equal shape: c0000-c1998 on all 500 topics, c1999 on t000 only
 * ``B'``  member i subscribed to topics 0..(i % 500) (``Bprime`` on the command line)
+* ``B-join``, ``Bprime-join``  a member subscribed to every topic joins B / B' (previous assignment kept); no Java
+  timing exists for these, they exercise the rebalancing loop that the other shapes never need
 * ``C``   AdminUtils placement of 100,000 partitions, RF 3, over 1,000 brokers without racks; ``C-racks`` in 10 racks
 
 Only the ``assign`` call is timed (inputs, including user data, are built beforehand); each shape runs ``--repeat``
 times (default 3, as Kafka's Java timings were) and the median is shown.  Each shape runs in its own process so
 the peak RSS column is that shape's.  Usage::
 
-    .venv/bin/python bench/assignors.py                 # every shape except B'
-    .venv/bin/python bench/assignors.py --shape A2      # one shape (B' with --shape Bprime)
+    .venv/bin/python bench/assignors.py                 # every shape except the B' ones
+    .venv/bin/python bench/assignors.py --shape A2      # one shape (B' with --shape Bprime, Bprime-join)
 """
 
 from __future__ import annotations
@@ -153,6 +155,38 @@ def shape_bprime(assignor_name: str) -> tuple[tuple[float, float], str]:
     return timer.times, _check(topics, subs, result)
 
 
+def _join(subscriptions: dict[str, list[str]], assignor_name: str) -> tuple[tuple[float, float], str]:
+    """A member subscribed to every topic joins a group whose members report their previous assignment."""
+    topics = _topics()
+    first_subs = {m: Subscription(ts) for m, ts in subscriptions.items()}
+    first = StickyAssignor().assign(topics, first_subs)
+    subs: dict[str, Subscription]
+    if assignor_name == "sticky":
+        subs = {m: Subscription(ts, user_data=encode_sticky_user_data(first[m], 1)) for m, ts in subscriptions.items()}
+        assignor: StickyAssignor | CooperativeStickyAssignor = StickyAssignor()
+    else:
+        subs = {m: Subscription(ts, owned_partitions=first[m], generation_id=1) for m, ts in subscriptions.items()}
+        assignor = CooperativeStickyAssignor()
+    subs["zz-joiner"] = Subscription(list(topics))
+    with _Timer() as timer:
+        result = assignor.assign(topics, subs)
+    detail = _check(topics, subs, result, complete=assignor_name == "sticky")
+    return timer.times, f"{detail}; the joiner got {len(result['zz-joiner'])}"
+
+
+def shape_b_join(assignor_name: str) -> tuple[tuple[float, float], str]:
+    names = list(_topics())
+    members = _members()
+    subscriptions = {m: names for m in members[:-1]}
+    subscriptions[members[-1]] = names[:1]
+    return _join(subscriptions, assignor_name)
+
+
+def shape_bprime_join(assignor_name: str) -> tuple[tuple[float, float], str]:
+    names = list(_topics())
+    return _join({m: names[: i % N_TOPICS + 1] for i, m in enumerate(_members())}, assignor_name)
+
+
 def shape_c(racks: bool) -> tuple[tuple[float, float], str]:
     brokers = [BrokerMetadata(i, f"rack{i % 10}" if racks else None) for i in range(1_000)]
     with _Timer() as timer:
@@ -166,6 +200,8 @@ SHAPES: dict[str, tuple[list[str], Callable[[str], tuple[tuple[float, float], st
     "A2": (["sticky", "cooperative-sticky"], shape_a2),
     "B": (["sticky", "cooperative-sticky"], shape_b),
     "Bprime": (["sticky"], shape_bprime),
+    "B-join": (["sticky", "cooperative-sticky"], shape_b_join),
+    "Bprime-join": (["sticky", "cooperative-sticky"], shape_bprime_join),
     "C": (["adminutils"], lambda _a: shape_c(False)),
     "C-racks": (["adminutils"], lambda _a: shape_c(True)),
 }
@@ -197,7 +233,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(run_one(args.shape, args.assignor, args.repeat)))
         return
-    shapes = [args.shape] if args.shape else [s for s in SHAPES if s != "Bprime"]
+    shapes = [args.shape] if args.shape else [s for s in SHAPES if not s.startswith("Bprime")]
     rows = []
     for shape in shapes:
         for assignor in SHAPES[shape][0]:

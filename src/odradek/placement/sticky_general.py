@@ -10,6 +10,7 @@ order is emulated here.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from heapq import heapify, heappop, heappush
 from itertools import repeat
 
 from .java import string_hash
@@ -156,6 +157,8 @@ class GeneralBuilder:
         self.entries: list[tuple[int, str, int]] = []
         self.entry_of: dict[int, tuple[int, str, int]] = {}
         self.revocation_required = False
+        self._owners: _OwnerIndex | None = None
+        self._subscribers: _SubscriberIndex | None = None
         self.movements = _Movements(state)
         self.max_size = [self._max_assignment_size(m) for m in range(n_members)]
         self._topic_of = topic_of
@@ -326,6 +329,8 @@ class GeneralBuilder:
                 self._remove(m)
             self.cur = snapshot
             self.owner = owner_snapshot
+            self._owners = None
+            self._subscribers = None
             for m in self.cur:
                 self._add(m)
         for m, parts in fixed.items():
@@ -340,21 +345,28 @@ class GeneralBuilder:
         return any(len(self.topic_consumers[topic_of[g]]) >= 2 for g in parts)
 
     def _is_balanced(self) -> bool:
+        """Kafka's ``isBalanced``, evaluated per topic instead of per partition.
+
+        Kafka answers "unbalanced" when some member that could take more has a topic with a partition owned by a
+        member holding at least two more partitions.  That is the case exactly when, for some subscribed topic, the
+        largest owner of one of its partitions holds more than the member plus one (a member that owns everything
+        it can never passes this test).  The largest owner per topic comes from :class:`_OwnerIndex`, updated
+        move by move, so a check costs a few heap reads rather than a walk over every partition.
+        """
         entries = self.entries
-        if not entries or entries[0][0] >= entries[-1][0] - 1:
+        largest = entries[-1][0] if entries else 0
+        if not entries or entries[0][0] >= largest - 1:
             return True
-        topic_of = self._topic_of
-        top = [0] * len(self.topic_consumers)
-        for parts in self.cur.values():
-            size = len(parts)
-            for t in {topic_of[g] for g in parts}:
-                if size > top[t]:
-                    top[t] = size
+        if self._owners is None:
+            self._owners = _OwnerIndex(self.cur, self._topic_of)
+        largest_owner = self._owners.largest_owner
         for size, _key, m in entries:
+            if largest <= size + 1:
+                return True  # sizes only grow from here on: nobody can be two partitions behind anyone
             if size == self.max_size[m]:
                 continue
-            for t in self.consumer_topics[m]:
-                if size + 1 < top[t]:
+            for t in self.consumer_topic_sets[m]:
+                if largest_owner(t) > size + 1:
                     return False
         return True
 
@@ -391,11 +403,13 @@ class GeneralBuilder:
                                 performed = modified = found = True
                                 break
                 if not found:
-                    for o in self.topic_consumers[t]:
-                        if o in cur and len(cur[c]) > len(cur[o]) + 1:
-                            self._reassign_to_least_loaded(g)
-                            performed = modified = True
-                            break
+                    # Kafka scans the topic's subscribers for one holding two fewer partitions than the owner; the
+                    # smallest subscriber answers that at once.
+                    if self._subscribers is None:
+                        self._subscribers = _SubscriberIndex(cur, self.topic_consumers)
+                    if len(cur[c]) > self._subscribers.smallest(t) + 1:
+                        self._reassign_to_least_loaded(g)
+                        performed = modified = True
             if not modified:
                 return performed
 
@@ -421,6 +435,93 @@ class GeneralBuilder:
         self.owner[g] = new
         self._add(new)
         self._add(old)
+        if self._owners is not None:
+            self._owners.moved(self._topic_of[g], old, new)
+        if self._subscribers is not None:
+            self._subscribers.resized(old, self.consumer_topic_sets[old])
+            self._subscribers.resized(new, self.consumer_topic_sets[new])
+
+
+class _OwnerIndex:
+    """For every topic, the size of the largest member owning one of its partitions, kept up to date per move.
+
+    Per member, how many partitions of each topic it owns; per topic, a max-heap of (size, member) entries that
+    goes stale lazily: an entry counts only while the member still owns a partition of the topic and still has that
+    size.  A move pushes fresh entries for the two members whose sizes changed, in the topics they own.
+    """
+
+    def __init__(self, cur: dict[int, list[int]], topic_of: list[int]) -> None:
+        self.cur = cur
+        self.per_member: dict[int, dict[int, int]] = {}
+        heaps: dict[int, list[tuple[int, int]]] = {}
+        for m, parts in cur.items():
+            counts: dict[int, int] = {}
+            for g in parts:
+                t = topic_of[g]
+                counts[t] = counts.get(t, 0) + 1
+            self.per_member[m] = counts
+            entry = (-len(parts), m)
+            for t in counts:
+                heaps.setdefault(t, []).append(entry)
+        for heap in heaps.values():
+            heapify(heap)
+        self.heaps = heaps
+
+    def largest_owner(self, t: int) -> int:
+        heap = self.heaps.get(t)
+        while heap:
+            neg_size, m = heap[0]
+            counts = self.per_member.get(m)
+            if counts is not None and counts.get(t) and len(self.cur[m]) == -neg_size:
+                return -neg_size
+            heappop(heap)
+        return 0
+
+    def moved(self, t: int, old: int, new: int) -> None:
+        old_counts = self.per_member[old]
+        left = old_counts[t] - 1
+        if left:
+            old_counts[t] = left
+        else:
+            del old_counts[t]
+        new_counts = self.per_member[new]
+        new_counts[t] = new_counts.get(t, 0) + 1
+        for m, counts in ((old, old_counts), (new, new_counts)):
+            entry = (-len(self.cur[m]), m)
+            for topic in counts:
+                heappush(self.heaps.setdefault(topic, []), entry)
+
+
+class _SubscriberIndex:
+    """For every topic, the size of its smallest subscriber (among members taking part in balancing).
+
+    A min-heap of (size, member) per topic whose entries go stale lazily, refreshed for the two members a move
+    resizes; it answers Kafka's "is some subscriber two partitions behind this owner" without a scan.
+    """
+
+    def __init__(self, cur: dict[int, list[int]], topic_consumers: list[list[int]]) -> None:
+        self.cur = cur
+        self.heaps: list[list[tuple[int, int]]] = []
+        for members in topic_consumers:
+            heap = [(len(cur[m]), m) for m in dict.fromkeys(members) if m in cur]
+            heapify(heap)
+            self.heaps.append(heap)
+
+    def smallest(self, t: int) -> int:
+        heap = self.heaps[t]
+        cur = self.cur
+        while heap:
+            size, m = heap[0]
+            parts = cur.get(m)
+            if parts is not None and len(parts) == size:
+                return size
+            heappop(heap)
+        return 1 << 62  # nobody to give to
+
+    def resized(self, m: int, topics: set[int]) -> None:
+        entry = (len(self.cur[m]), m)
+        for t in topics:
+            heappush(self.heaps[t], entry)
 
 
 def _score(assignment: dict[int, list[int]]) -> int:
