@@ -48,6 +48,7 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._fetch_schema = load_request_schema(1, FETCH_VERSION)
         self._fetch_mod = sys.modules[self._fetch_schema.__module__]
         self._epoch_schema = load_request_schema(23, EPOCH_VERSION)
@@ -57,10 +58,14 @@ class ReplicaFetcher:
         self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.broker.broker_id}-from-{self.leader_id}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        # Python 3.11's wait_for can swallow a cancellation that races a completing read, so the loop also
+        # checks a flag, and we cancel until the task is really done.
+        self._stopping = True
         self.peer.close()
+        self._wake.set()
+        while self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.wait([self._task], timeout=1.0)
 
     def add(self, topic: str, partition: int, leader_epoch: int) -> None:
         self.partitions[(topic, partition)] = FetchState(leader_epoch)
@@ -70,7 +75,7 @@ class ReplicaFetcher:
         self.partitions.pop((topic, partition), None)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             if not self.partitions:
                 self._wake.clear()
                 await self._wake.wait()
