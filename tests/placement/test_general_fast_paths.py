@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.placement import Subscription
+from odradek.placement import Subscription, sticky_general
 from odradek.placement.assignor_base import normalize_topics
 from odradek.placement.sticky_general import GeneralBuilder
 from odradek.placement.sticky_state import StickyState
@@ -108,7 +110,7 @@ def _literal_is_balanced(builder: GeneralBuilder) -> bool:
 @given(st.randoms(use_true_random=False))
 def test_is_balanced_matches_kafkas_literal_check(rand) -> None:  # type: ignore[no-untyped-def]
     """Whole rebalances (members change subscriptions, previous assignment in user data) give the same result with
-    the per-topic ``isBalanced`` and with Kafka's literal partition-by-partition check."""
+    the per-topic indexes and with Kafka's literal partition-by-partition checks."""
     from odradek.placement import StickyAssignor, encode_sticky_user_data
 
     n_topics = rand.randrange(2, 12)
@@ -121,10 +123,55 @@ def test_is_balanced_matches_kafkas_literal_check(rand) -> None:  # type: ignore
     if not subs:
         return
     fast = StickyAssignor().assign(topics, subs)
-    original = GeneralBuilder._is_balanced
-    GeneralBuilder._is_balanced = _literal_is_balanced  # type: ignore[method-assign, assignment]
-    try:
+    with _literal_checks():
         literal = StickyAssignor().assign(topics, subs)
-    finally:
-        GeneralBuilder._is_balanced = original  # type: ignore[method-assign]
     assert fast == literal
+
+
+@contextmanager
+def _literal_checks() -> Iterator[None]:
+    """Swap the per-topic indexes for Kafka's literal scans for the duration of the block."""
+    original_check, original_index = GeneralBuilder._is_balanced, sticky_general._SubscriberIndex
+    GeneralBuilder._is_balanced = _literal_is_balanced  # type: ignore[method-assign, assignment]
+    sticky_general._SubscriberIndex = _ScanningSubscribers  # type: ignore[misc, assignment]
+    try:
+        yield
+    finally:
+        GeneralBuilder._is_balanced = original_check  # type: ignore[method-assign]
+        sticky_general._SubscriberIndex = original_index  # type: ignore[misc]
+
+
+class _ScanningSubscribers:
+    """Kafka's scan over a topic's potential consumers, in place of the smallest-subscriber heap."""
+
+    def __init__(self, cur: dict[int, list[int]], topic_consumers: list[list[int]]) -> None:
+        self.cur, self.topic_consumers = cur, topic_consumers
+
+    def smallest(self, t: int) -> int:
+        return min((len(self.cur[m]) for m in self.topic_consumers[t] if m in self.cur), default=1 << 62)
+
+    def resized(self, m: int, topics: set[int]) -> None:
+        pass
+
+
+def test_scaled_down_joins_match_the_literal_procedure() -> None:
+    """A member on every topic joins the scaled-down non-equal shapes: many moves through the rebalancing loop,
+    identical with the per-topic indexes and with Kafka's literal checks."""
+    from odradek.placement import StickyAssignor, encode_sticky_user_data
+
+    n_topics, n_partitions, n_members = 12, 30, 60
+    topics = {f"t{i:03d}": n_partitions for i in range(n_topics)}
+    names = list(topics)
+    for subscriptions in (
+        [names] * (n_members - 1) + [names[:1]],
+        [names[: i % n_topics + 1] for i in range(n_members)],
+    ):
+        members = {f"c{i:04d}": ts for i, ts in enumerate(subscriptions)}
+        first = StickyAssignor().assign(topics, {m: Subscription(ts) for m, ts in members.items()})
+        subs = {m: Subscription(ts, user_data=encode_sticky_user_data(first[m], 1)) for m, ts in members.items()}
+        subs["zz-joiner"] = Subscription(names)
+        fast = StickyAssignor().assign(topics, subs)
+        assert len(fast["zz-joiner"]) >= n_topics * n_partitions // (n_members + 1) - 1
+        with _literal_checks():
+            literal = StickyAssignor().assign(topics, subs)
+        assert fast == literal
