@@ -1,167 +1,21 @@
 """Fixtures for the Spark source/sink tests: one broker and one local[2] SparkSession per test session.
 
 The broker is odradek itself (``python -m odradek up``); while odradek cannot start, the PyPI peer broker
-noida-db stands in, so the source is exercised against a Kafka-compatible server either way.
+noida-db stands in (see ``spark_brokers.py``), so the source is exercised against a Kafka-compatible server.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
-import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-BROKER_START_TIMEOUT_S = 60.0
-
-
-@dataclass
-class Broker:
-    bootstrap: str
-    kind: str
-    process: subprocess.Popen
-    data_dir: str
-
-    def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap})
-
-    def create_topic(self, partitions: int = 1, name: str | None = None) -> str:
-        topic = name or f"t-{uuid.uuid4().hex[:10]}"
-        admin = self.admin()
-        futures = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=30)
-        for future in futures.values():
-            future.result()
-        wait_for(lambda: _partition_count(self, topic) == partitions, what=f"topic {topic} to appear")
-        return topic
-
-    def produce(self, topic: str, records: list[dict], **config: object) -> None:
-        """Produce dicts with value/key/partition/headers/timestamp; acks=all, fails on any delivery error."""
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 5, **config})
-        errors: list[object] = []
-        for r in records:
-            kwargs = {k: v for k, v in r.items() if v is not None}
-            producer.produce(topic, on_delivery=lambda err, _m: errors.append(err) if err else None, **kwargs)
-            producer.poll(0)
-        assert producer.flush(60) == 0
-        assert not errors, errors
-
-
-def _partition_count(broker: Broker, topic: str) -> int:
-    md = broker.admin().list_topics(topic=topic, timeout=10)
-    t = md.topics.get(topic)
-    return 0 if t is None or t.error is not None else len(t.partitions)
-
-
-def wait_for(condition, *, what: str, timeout_s: float = 60.0, interval_s: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(interval_s)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, deadline: float) -> bool:
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
-def start_odradek(data_dir: str) -> tuple[subprocess.Popen, str] | None:
-    """Start ``python -m odradek up`` and return it with its bootstrap address, or None if it cannot start."""
-    ready = Path(data_dir) / "ready"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "odradek",
-            "up",
-            "--port",
-            "0",
-            "--data-dir",
-            data_dir,
-            "--ready-file",
-            str(ready),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + BROKER_START_TIMEOUT_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        if ready.exists():
-            for line in ready.read_text().splitlines():
-                if line.startswith("bootstrap.servers="):
-                    return proc, line.split("=", 1)[1].strip()
-        time.sleep(0.1)
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
-    return None
-
-
-def start_noida(data_dir: str) -> tuple[subprocess.Popen, str] | None:
-    exe = shutil.which("noida-db") or str(Path(sys.executable).parent / "noida-db")
-    if not Path(exe).exists():
-        return None
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            exe,
-            "start",
-            "--only",
-            "kafka",
-            "--host",
-            "127.0.0.1",
-            "--kafka-port",
-            str(port),
-            "--data-dir",
-            data_dir,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    if _wait_port(port, proc, time.monotonic() + BROKER_START_TIMEOUT_S):
-        return proc, f"127.0.0.1:{port}"
-    proc.kill()
-    proc.wait()
-    return None
-
-
-def start_broker() -> Broker:
-    """odradek first; noida-db only while odradek cannot start (set ODRADEK_SPARK_BROKER=odradek to insist)."""
-    wanted = os.environ.get("ODRADEK_SPARK_BROKER", "")
-    for kind, starter in (("odradek", start_odradek), ("noida", start_noida)):
-        if wanted and kind != wanted:
-            continue
-        data_dir = tempfile.mkdtemp(prefix=f"spark-{kind}-")
-        started = starter(data_dir)
-        if started is not None:
-            return Broker(started[1], kind, started[0], data_dir)
-        shutil.rmtree(data_dir, ignore_errors=True)
-    raise RuntimeError("no Kafka-compatible broker could be started for the Spark tests")
+from spark_brokers import Broker, start_broker, stop_broker
 
 
 @pytest.fixture(scope="session")
@@ -170,13 +24,7 @@ def broker() -> Iterator[Broker]:
     try:
         yield b
     finally:
-        b.process.terminate()
-        try:
-            b.process.wait(20)
-        except subprocess.TimeoutExpired:
-            b.process.kill()
-            b.process.wait()
-        shutil.rmtree(b.data_dir, ignore_errors=True)
+        stop_broker(b)
 
 
 @pytest.fixture(scope="session")

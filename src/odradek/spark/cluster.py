@@ -83,9 +83,7 @@ class Cluster:
         if existing is not None and existing.error is None:
             return
         replication = max(1, min(3, len(metadata.brokers)))
-        futures = self.admin.create_topics(
-            [NewTopic(topic, partitions, replication)], request_timeout=self._timeout
-        )
+        futures = self.admin.create_topics([NewTopic(topic, partitions, replication)], request_timeout=self._timeout)
         for future in futures.values():
             try:
                 future.result()

@@ -28,10 +28,10 @@ class UnsupportedCodec(ValueError):
     """A batch named a compression codec this reader cannot decode."""
 
 
-def decompress(codec: int, payload: bytes | memoryview) -> bytes:
-    """Return the uncompressed records section of one batch."""
+def decompress(codec: int, payload: bytes | memoryview) -> bytes | memoryview:
+    """Return the uncompressed records section of one batch (uncompressed input comes back uncopied)."""
     if codec == CODEC_NONE:
-        return bytes(payload)
+        return payload
     if codec == CODEC_GZIP:
         # wbits 47 = accept a zlib or gzip header; Kafka's gzip payload is a single gzip member.
         return zlib.decompress(payload, 47)

@@ -113,9 +113,7 @@ def resolve_bound(
     return out
 
 
-def rate_limit(
-    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_rows: int
-) -> OffsetMap:
+def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_rows: int) -> OffsetMap:
     """Cap the total number of offsets to ``max_rows``, shared in proportion to what each partition has.
 
     Largest remainder rounding makes the batch hold exactly ``max_rows`` offsets when more are available,
@@ -173,9 +171,7 @@ def plan_ranges(
         else:
             begin = new_partition_start[tp]
             if begin != 0:
-                report_data_loss(
-                    f"added partition {tp[0]}-{tp[1]} starts from {begin} instead of 0", fail_on_data_loss
-                )
+                report_data_loss(f"added partition {tp[0]}-{tp[1]} starts from {begin} instead of 0", fail_on_data_loss)
         if end[tp] < begin:
             report_data_loss(
                 f"partition {tp[0]}-{tp[1]}'s offset went back from {begin} to {end[tp]}", fail_on_data_loss

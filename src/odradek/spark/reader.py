@@ -98,8 +98,7 @@ class _RangeFetcher:
         while offset < p.end:
             if time.monotonic() > deadline:
                 report_data_loss(
-                    f"could not read offsets {offset}-{p.end} of {p.topic}-{p.partition} within "
-                    f"{p.poll_timeout_ms} ms",
+                    f"could not read offsets {offset}-{p.end} of {p.topic}-{p.partition} within {p.poll_timeout_ms} ms",
                     p.fail_on_data_loss,
                 )
                 return
@@ -123,9 +122,7 @@ class _RangeFetcher:
                 time.sleep(_RETRY_BACKOFF_S)
                 continue
             if data.error_code:
-                raise RuntimeError(
-                    f"fetch {p.topic}-{p.partition} at {offset}: Kafka error {data.error_code}"
-                )
+                raise RuntimeError(f"fetch {p.topic}-{p.partition} at {offset}: Kafka error {data.error_code}")
             batches = split_batches(data.records)
             if not batches:
                 # Nothing below our end offset yet (a new leader catching up); wait until the deadline.
@@ -229,9 +226,7 @@ class OdradekBatchReader(DataSourceReader):
         ranges = []
         for tp in tps:
             if end[tp] < start[tp]:
-                raise OptionError(
-                    f"{tp[0]}-{tp[1]}: ending offset {end[tp]} is before starting offset {start[tp]}"
-                )
+                raise OptionError(f"{tp[0]}-{tp[1]}: ending offset {end[tp]} is before starting offset {start[tp]}")
             ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
         ranges = clamp_to_available(ranges, earliest, fail_on_data_loss=opts.fail_on_data_loss)
         return _to_partitions(split_ranges(ranges, opts.min_partitions), leaders, opts)

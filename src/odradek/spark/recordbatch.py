@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import crc32c
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from odradek.spark.compression import decompress
 from odradek.spark.schema import HEADERS_TYPE, arrow_schema
@@ -98,9 +99,7 @@ def split_batches(blob: bytes | memoryview) -> list[BatchInfo]:
             break
         if magic != 2:
             raise CorruptRecordBatch(f"record batch magic {magic} at offset {base_offset}; only v2 is read")
-        out.append(
-            BatchInfo(pos, size, base_offset, base_offset + last_delta, attributes, base_ts, max_ts, count)
-        )
+        out.append(BatchInfo(pos, size, base_offset, base_offset + last_delta, attributes, base_ts, max_ts, count))
         pos += size
     return out
 
@@ -114,25 +113,71 @@ def verify_crc(blob: bytes | memoryview, batch: BatchInfo) -> None:
         raise CorruptRecordBatch(f"CRC mismatch in batch at offset {batch.base_offset}")
 
 
-def _zigzag(raw: np.ndarray) -> np.ndarray:
-    raw = raw.astype(np.int64, copy=False)
-    return (raw >> 1) ^ -(raw & 1)
+_TERMINATORS = np.uint64(0x8080808080808080)
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _varints(arr: np.ndarray, pos: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Decode one zigzag varint at every position in ``pos``; returns (values, encoded sizes)."""
-    first = arr[pos]
-    if not (first & 0x80).any():
-        return _zigzag(first), np.ones(len(pos), dtype=np.int64)
-    window = arr[pos[:, None] + np.arange(width)]
-    more = (window & 0x80) != 0
-    sizes = np.argmin(more, axis=1).astype(np.int64) + 1
-    shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
-    digits = (window & 0x7F).astype(np.uint64) << shifts
-    digits[np.arange(width) >= sizes[:, None]] = 0
-    raw = np.bitwise_or.reduce(digits, axis=1)
+class _Bytes:
+    """One decode buffer seen two ways: bytes for scalar walks, aligned u64 words for vectorized gathers.
+
+    ``word_at(pos)`` yields, for every position, the 8 bytes starting there as a little-endian u64, so
+    one gather fetches a whole varint or value prefix per record. (An unaligned stride-1 u64 view would be
+    simpler, but numpy copies such a view in full on every fancy index.) The buffer carries zero padding so
+    the reads never run off the end.
+    """
+
+    def __init__(self, buf: bytes | bytearray) -> None:
+        self.buf = buf
+        self.u8 = np.frombuffer(buf, dtype=np.uint8)
+        self.words = np.frombuffer(buf, dtype="<u8", count=len(buf) // 8)
+
+    def word_at(self, pos: np.ndarray) -> np.ndarray:
+        index = pos >> 3
+        shift = (pos & 7).astype(np.uint64) << np.uint64(3)
+        # numpy defines shifts by >= 64 as 0, so shift == 0 needs no special case.
+        return (self.words[index] >> shift) | (self.words[index + 1] << (np.uint64(64) - shift))
+
+
+def _varints_in(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decode the zigzag varint at the start of each little-endian word; returns (values, encoded sizes)."""
+    if not (words & np.uint64(0x80)).any():
+        raw = words & np.uint64(0x7F)
+        sizes = np.ones(len(words), dtype=np.int64)
+    else:
+        stops = ~words & _TERMINATORS
+        if not stops.all():
+            raise CorruptRecordBatch("varint longer than 8 bytes")
+        lowest = stops & (~stops + np.uint64(1))
+        sizes = (np.log2(lowest.astype(np.float64)).astype(np.int64) + 1) // 8
+        words = words & ((lowest << np.uint64(1)) - np.uint64(1))
+        raw = words & np.uint64(0x7F)
+        for group in range(1, int(sizes.max())):
+            raw |= (words >> np.uint64(group)) & np.uint64(0x7F << (7 * group))
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
     return values, sizes
+
+
+class _Window:
+    """The first 16 bytes of every record, fetched with two gathers; fields inside are read by shifts.
+
+    Length, attributes, timestamp delta, offset delta and key length almost always fit in those 16
+    bytes, so decoding them costs no further memory access; rows where a field starts beyond byte 8 of
+    the window are gathered again individually.
+    """
+
+    def __init__(self, data: _Bytes, starts: np.ndarray) -> None:
+        self.data = data
+        self.starts = starts
+        self.w0 = data.word_at(starts)
+        self.w1 = data.word_at(starts + 8)
+
+    def word(self, at: np.ndarray) -> np.ndarray:
+        shift = np.minimum(at, 8).astype(np.uint64) << np.uint64(3)
+        out = (self.w0 >> shift) | (self.w1 << (np.uint64(64) - shift))
+        far = at > 8
+        if far.any():
+            out[far] = self.data.word_at(self.starts[far] + at[far])
+        return out
 
 
 def _scalar_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -159,65 +204,112 @@ def _zigzag_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-def record_starts(buf: bytes, arr: np.ndarray, begin: int, end: int, count: int) -> np.ndarray:
-    """Byte positions of the ``count`` records laid out in ``buf[begin:end]``.
+_GALLOP_START = 16
+_SHORT_RUN = 4
 
-    Fast path: if the first record's size times ``count`` fills the section exactly and every stride
-    position starts with the same length varint, the walk is proven without visiting records one by one.
+
+def record_starts(data: _Bytes, begin: int, end: int, count: int) -> np.ndarray:
+    """Byte positions of the ``count`` records laid out in ``data.buf[begin:end]``.
+
+    Records are variable length, but runs of equal length are the rule (same-size values; only the
+    varint widths of offset and timestamp deltas change, a few times per batch). So: take the current
+    record's length L, and check with one gather that the next k stride positions all begin with L's
+    varint; every match before the first mismatch is a proven record start. k doubles while runs hold.
+    Mixed lengths (short runs) fall back to a plain scalar walk.
     """
-    if count <= 0:
-        return np.empty(0, dtype=np.int64)
-    first_len, first_size = _scalar_varint(buf, begin)
-    stride = first_size + first_len
-    if stride > 0 and stride * count == end - begin:
-        starts = begin + np.arange(count, dtype=np.int64) * stride
-        encoded = _zigzag_bytes(first_len)
-        if all(bool((arr[starts + k] == encoded[k]).all()) for k in range(len(encoded))):
-            return starts
     out = np.empty(count, dtype=np.int64)
+    buf = data.buf
     p = begin
     i = 0
+    k = _GALLOP_START
+    short_runs = 0
+    while i < count and short_runs < 3:
+        length, size = _scalar_varint(buf, p)
+        stride = size + length
+        encoded = _zigzag_bytes(length)
+        mask = np.uint64((1 << (8 * len(encoded))) - 1)
+        want = np.uint64(int.from_bytes(encoded, "little"))
+        k = min(k, count - i)
+        cands = p + np.arange(k, dtype=np.int64) * stride
+        cands = cands[cands < end]
+        ok = (data.word_at(cands) & mask) == want
+        run = len(cands) if ok.all() else int(np.argmin(ok))
+        out[i : i + run] = cands[:run]
+        i += run
+        p += run * stride
+        if run == k:
+            k *= 2
+        else:
+            k = max(_GALLOP_START, 2 * run)
+            short_runs = short_runs + 1 if run < _SHORT_RUN else 0
     while p < end and i < count:
         out[i] = p
         b = buf[p]
         if b < 0x80:
             p += 1 + (b >> 1)
         else:
-            length, size = _scalar_varint(buf, p)
-            p += size + length
+            b2 = buf[p + 1]
+            if b2 < 0x80:
+                p += 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
+            else:
+                length, size = _scalar_varint(buf, p)
+                p += size + length
         i += 1
     if i != count or p != end:
         raise CorruptRecordBatch(f"batch declares {count} records but its bytes hold {i}")
     return out
 
 
-def _binary_column(arr: np.ndarray, data: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
-    """Build a ``binary`` array whose i-th value is ``data[starts[i]:starts[i]+lengths[i]]`` (null if length<0).
+def _binary_column(
+    data: _Bytes,
+    arrow_buf: pa.Buffer,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    head: np.ndarray | None = None,
+    head_bytes: int = 0,
+) -> pa.Array:
+    """A ``binary`` array whose i-th value is ``buf[starts[i]:starts[i] + lengths[i]]`` (null if length < 0).
 
-    Goes through ``binary_view`` (16-byte views: length, 4-byte prefix, buffer index, offset; values up to
-    12 bytes inline) so that the only byte copy is Arrow's own cast.
+    Built as ``binary_view`` (16 bytes per value: length, then either the value inline when it has at
+    most 12 bytes, or a 4-byte prefix, buffer index 0 and the offset) straight from numpy, then compacted
+    by Arrow's C++ cast: the only per-byte copy. ``head``, when given, holds the first ``head_bytes``
+    (at least 4) bytes of each value, low bytes first, which saves gathers.
     """
     n = len(starts)
     valid = lengths >= 0
-    lens = np.where(valid, lengths, 0).astype(np.int32)
-    views = np.zeros((n, 16), dtype=np.uint8)
-    views[:, 0:4] = lens.view(np.uint8).reshape(n, 4)
-    window = arr[starts[:, None] + np.arange(12)]
-    window[np.arange(12) >= lens[:, None]] = 0
-    long_mask = lens > 12
-    views[:, 4:16] = window
-    if long_mask.any():
-        tail = np.zeros((n, 8), dtype=np.uint8)
-        tail[:, 4:8] = starts.astype(np.int32).view(np.uint8).reshape(n, 4)
-        views[long_mask, 8:16] = tail[long_mask]
+    lens = np.where(valid, lengths, 0)
+    if head is None:
+        head, head_bytes = data.word_at(starts), 8
+    short = lens <= 12
+    views = np.empty((n, 4), dtype=np.uint32)
+    views[:, 0] = lens
+    views[:, 1] = head & np.uint64(0xFFFFFFFF)
+    views[:, 2] = 0
+    views[:, 3] = starts
+    if short.any():
+        s_starts, s_lens = starts[short], lens[short]
+        low = head[short] if head_bytes == 8 else data.word_at(s_starts)
+        shift = (np.minimum(s_lens, 8) * 8).astype(np.uint64)
+        low = low & ((np.uint64(1) << shift) - np.uint64(1))
+        low[s_lens >= 8] = (head[short] if head_bytes == 8 else data.word_at(s_starts))[s_lens >= 8]
+        views[short, 1] = low & np.uint64(0xFFFFFFFF)
+        views[short, 2] = low >> np.uint64(32)
+        views[short, 3] = 0
+        over = s_lens > 8
+        if over.any():
+            tail_shift = ((s_lens[over] - 8) * 8).astype(np.uint64)
+            tail = data.word_at(s_starts[over] + 8) & ((np.uint64(1) << tail_shift) - np.uint64(1))
+            rows = np.flatnonzero(short)[over]
+            views[rows, 3] = tail
     validity = None
-    null_count = int(n - valid.sum())
+    null_count = int(n - np.count_nonzero(valid))
     if null_count:
         validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
     view_array = pa.Array.from_buffers(
-        pa.binary_view(), n, [validity, pa.py_buffer(views), data], null_count=null_count
+        pa.binary_view(), n, [validity, pa.py_buffer(views), arrow_buf], null_count=null_count
     )
-    return view_array.cast(pa.binary())
+    # safe=False: the checked cast re-validates every view and costs several times the copy itself.
+    return pc.cast(view_array, pa.binary(), safe=False)
 
 
 def _headers_column(buf: bytes, positions: np.ndarray, counts: np.ndarray) -> pa.Array:
@@ -256,7 +348,7 @@ def decode_batches(
 ) -> pa.RecordBatch:
     """Decode the records with offsets in ``[lo, hi)`` from already split batches into one Arrow batch."""
     view = memoryview(blob)
-    sections: list[bytes] = []
+    sections: list[bytes | memoryview] = []
     counts: list[int] = []
     base_offsets: list[int] = []
     base_ts: list[int] = []
@@ -276,28 +368,37 @@ def decode_batches(
     schema = arrow_schema(include_headers)
     if not sections:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    buf = b"".join(sections) + bytes(_PAD)
-    arr = np.frombuffer(buf, dtype=np.uint8)
+    size = sum(len(section) for section in sections)
+    buf = bytearray(size + _PAD + (-size) % 8)
+    pos = 0
+    for section in sections:
+        buf[pos : pos + len(section)] = section
+        pos += len(section)
+    data = _Bytes(buf)
     starts_parts = []
     pos = 0
     for section, count in zip(sections, counts, strict=True):
-        starts_parts.append(record_starts(buf, arr, pos, pos + len(section), count))
+        starts_parts.append(record_starts(data, pos, pos + len(section), count))
         pos += len(section)
     starts = np.concatenate(starts_parts)
     counts_arr = np.asarray(counts, dtype=np.int64)
 
-    p = starts
-    _, size = _varints(arr, p, 5)
-    p = p + size + 1  # length, then the attributes byte
-    ts_delta, size = _varints(arr, p, 10)
-    p = p + size
-    offset_delta, size = _varints(arr, p, 5)
-    p = p + size
-    key_len, size = _varints(arr, p, 5)
-    key_start = p + size
-    p = key_start + np.maximum(key_len, 0)
-    value_len, size = _varints(arr, p, 5)
-    value_start = p + size
+    window = _Window(data, starts)
+    _, size = _varints_in(window.w0)
+    at = size + 1  # the length varint, then the attributes byte
+    ts_delta, size = _varints_in(window.word(at))
+    at += size
+    offset_delta, size = _varints_in(window.word(at))
+    at += size
+    key_word = window.word(at)
+    key_len, size = _varints_in(key_word)
+    key_head = window.word(at + size)
+    key_start = starts + at + size
+    value_len_at = key_start + np.maximum(key_len, 0)
+    value_word = data.word_at(value_len_at)
+    value_len, size = _varints_in(value_word)
+    value_start = value_len_at + size
+    value_head = value_word >> (size.astype(np.uint64) << np.uint64(3))
     p = value_start + np.maximum(value_len, 0)
 
     offsets = np.repeat(np.asarray(base_offsets, dtype=np.int64), counts_arr) + offset_delta
@@ -311,25 +412,27 @@ def decode_batches(
     keep = (offsets >= lo) & (offsets < hi)
     if not keep.all():
         offsets, ts_ms, ts_type = offsets[keep], ts_ms[keep], ts_type[keep]
-        key_start, key_len, value_start, value_len = (
+        key_start, key_head, key_len, value_start, value_len, value_head = (
             key_start[keep],
+            key_head[keep],
             key_len[keep],
             value_start[keep],
             value_len[keep],
+            value_head[keep],
         )
         p = p[keep]
     n = len(offsets)
-    data = pa.py_buffer(buf)
+    arrow_buf = pa.py_buffer(buf)
     columns = [
-        _binary_column(arr, data, key_start, key_len),
-        _binary_column(arr, data, value_start, value_len),
+        _binary_column(data, arrow_buf, key_start, key_len, key_head, 8),
+        _binary_column(data, arrow_buf, value_start, value_len, value_head, 4),
         pa.repeat(pa.scalar(topic, pa.string()), n),
-        pa.array(np.full(n, partition, dtype=np.int32)),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(offsets),
         pa.array(ts_ms * 1000, type=pa.int64()).view(_TIMESTAMP_TYPE),
         pa.array(ts_type),
     ]
     if include_headers:
-        header_count, size = _varints(arr, p, 5)
+        header_count, size = _varints_in(data.word_at(p))
         columns.append(_headers_column(buf, p + size, header_count))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

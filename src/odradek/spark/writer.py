@@ -107,9 +107,7 @@ class _Delivery:
         if self.error is not None:
             raise KafkaException(self.error)
         if remaining:
-            raise KafkaException(
-                KafkaError(KafkaError._MSG_TIMED_OUT, f"{remaining} records were not delivered")
-            )
+            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, f"{remaining} records were not delivered"))
         return self.count
 
 
@@ -175,9 +173,7 @@ def last_committed_batch(opts: SinkOptions, topic: str) -> int | None:
     )
     values = batch.column("value").to_pylist()
     if not values:
-        raise KafkaException(
-            KafkaError(KafkaError._INCONSISTENT, f"marker at offset {end - 1} of {topic} missing")
-        )
+        raise KafkaException(KafkaError(KafkaError._INCONSISTENT, f"marker at offset {end - 1} of {topic} missing"))
     return int(json.loads(values[-1])["batchId"])
 
 

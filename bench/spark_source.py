@@ -1,0 +1,184 @@
+"""Batch read throughput of the odradek Spark source, beside the same records read from Parquet.
+
+Produces N records of 100-byte values (once per run; large producer batches) into a fresh topic, then in
+one local[2] SparkSession times: source -> groupBy(key).count(), the same over Parquet written from the
+same records, and a variant that also touches every value (sum of lengths) so Parquet cannot prune the
+value column. Prints a Markdown table for bench/RESULTS-spark.md.
+
+    .venv/bin/python bench/spark_source.py                 # 10M records, broker started here
+    .venv/bin/python bench/spark_source.py --records 1000000 --bootstrap HOST:PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "spark"))
+
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+VALUE_SIZE = 100
+KEYS = 100
+
+
+def produce(bootstrap: str, topic: str, records: int) -> float:
+    """Produce ``records`` values with keys k00..k99; returns records per second."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 100,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1_000_000,
+        }
+    )
+    value = os.urandom(VALUE_SIZE)
+    keys = [b"k%02d" % i for i in range(KEYS)]
+    errors: list[object] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=keys[i % KEYS], on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 100_000 == 0:
+            producer.poll(0)
+    if producer.flush(600) != 0 or errors:
+        raise RuntimeError(f"produce failed: {errors[:3]}")
+    return records / (time.perf_counter() - start)
+
+
+def timed(label: str, action) -> tuple[str, float, object]:
+    start = time.perf_counter()
+    result = action()
+    return label, time.perf_counter() - start, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--bootstrap", help="use a running cluster instead of starting a broker")
+    parser.add_argument(
+        "--broker", choices=["odradek", "noida"], help="which broker to start (default: odradek, else noida)"
+    )
+    args = parser.parse_args()
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    broker = None
+    if args.bootstrap:
+        bootstrap, kind = args.bootstrap, "external"
+    else:
+        if args.broker:
+            os.environ["ODRADEK_SPARK_BROKER"] = args.broker
+        from spark_brokers import start_broker
+
+        broker = start_broker()
+        bootstrap, kind = broker.bootstrap, broker.kind
+    workdir = tempfile.mkdtemp(prefix="spark-bench-")
+    try:
+        topic = f"bench-spark-{os.getpid()}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic(topic, args.partitions, 1)], request_timeout=60).values():
+            future.result()
+        time.sleep(1)
+        print(f"broker {kind} at {bootstrap}; producing {args.records:,} x {VALUE_SIZE} B ...", flush=True)
+        produce_rate = produce(bootstrap, topic, args.records)
+        print(f"produced at {produce_rate:,.0f} records/s", flush=True)
+
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+
+        import odradek.spark
+
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("odradek-spark-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "3g")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        odradek.spark.register(spark)
+        source = (
+            spark.read.format("odradek")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("minPartitions", str(max(args.partitions, 4)))
+        )
+        parquet_path = str(Path(workdir) / "records.parquet")
+
+        def count_source():
+            return source.load().groupBy("key").count().collect()
+
+        def count_parquet():
+            return spark.read.parquet(parquet_path).groupBy("key").count().collect()
+
+        def full_source():
+            return source.load().groupBy("key").agg(F.count("*"), F.sum(F.length("value"))).collect()
+
+        def full_parquet():
+            return spark.read.parquet(parquet_path).groupBy("key").agg(F.count("*"), F.sum(F.length("value"))).collect()
+
+        source.load().limit(10).collect()  # start Python workers once
+        _, write_s, _ = timed("write parquet", lambda: source.load().write.mode("overwrite").parquet(parquet_path))
+        print(f"parquet written through the source in {write_s:.1f} s", flush=True)
+        rows = []
+        for label, action in [
+            ("odradek source, groupBy(key).count()", count_source),
+            ("Parquet, groupBy(key).count()", count_parquet),
+            ("odradek source, count + sum(length(value))", full_source),
+            ("Parquet, count + sum(length(value))", full_parquet),
+        ]:
+            _, seconds, result = timed(label, action)
+            total = sum(r[1] for r in result)
+            if total != args.records:
+                raise RuntimeError(f"{label}: counted {total}, produced {args.records}")
+            rows.append((label, seconds))
+            print(f"{label}: {seconds:.2f} s, {args.records / seconds:,.0f} rows/s", flush=True)
+        spark.stop()
+
+        payload_mb = args.records * (VALUE_SIZE + 3) / 1e6
+        print()
+        print(
+            f"{args.records:,} records of {VALUE_SIZE}-byte values, {args.partitions} partitions, broker {kind}, local[2]"
+        )
+        print()
+        print("| read | seconds | rows/s | MB/s (key+value) | vs Parquet |")
+        print("|---|---|---|---|---|")
+        baseline = {"count": rows[1][1], "sum": rows[3][1]}
+        for label, seconds in rows:
+            base = baseline["sum" if "sum" in label else "count"]
+            print(
+                f"| {label} | {seconds:.2f} | {args.records / seconds:,.0f} | {payload_mb / seconds:,.0f} "
+                f"| {base / seconds:.2f}x |"
+            )
+        print(f"\nproduce (confluent-kafka, acks=all, 1 MB batches): {produce_rate:,.0f} records/s")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        if broker is not None:
+            from spark_brokers import stop_broker
+
+            stop_broker(broker)
+
+
+if __name__ == "__main__":
+    main()
