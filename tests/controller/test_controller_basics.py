@@ -155,3 +155,29 @@ async def test_unclean_election_on_elects_outside_the_isr_and_says_data_may_be_l
         assert any("data may be lost" in r.getMessage() and "t" in r.getMessage() for r in caplog.records)
     finally:
         await c.stop()
+
+
+async def test_a_stale_cached_version_is_re_read_before_electing() -> None:
+    c = await cluster().start(4)
+    try:
+        await c.wait_controller()
+        await c.create_topic("t", {0: [1, 2, 3]})
+        await wait_for(lambda: c.state("t", 0))
+        await c.idle()
+        assert c.admin is not None
+        # The leader shrank the ISR but its notification has not arrived: the controller's copy is stale.
+        from odradek.coordination.znodes import PartitionState
+
+        state, version = await c.state("t", 0)
+        await c.admin.set("/brokers/topics/t/partitions/0/state",
+                          PartitionState(1, state.leader_epoch, (1, 2), state.controller_epoch).to_json(), version)
+        await c.brokers[1].kill()
+
+        async def moved() -> bool:
+            found = await c.state("t", 0)
+            return found is not None and found[0].leader == 2
+        await wait_for(moved, what="t-0 re-elected after a BadVersion")
+        state, _ = await c.state("t", 0)
+        assert list(state.isr) == [2] and state.leader_epoch == 1  # from the fresh ISR, not the cached one
+    finally:
+        await c.stop()

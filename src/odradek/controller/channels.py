@@ -18,7 +18,9 @@ from typing import Any, Protocol
 from odradek.controller.requests import decode_response, encode_body
 from odradek.coordination.znodes import Endpoint
 
-__all__ = ["ChannelManager", "ResponseCallback", "Transport"]
+__all__ = ["LARGE_REQUEST_PARTITIONS", "ChannelManager", "ResponseCallback", "Transport"]
+
+LARGE_REQUEST_PARTITIONS = 2_000
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +109,12 @@ class ChannelManager:
             item = await channel.queue.get()
             channel.busy = True
             try:
-                body = encode_body(item.request)
+                if len(getattr(item.request, "partition_states", ())) > LARGE_REQUEST_PARTITIONS:
+                    # Encoding 100,000 partition states takes about a second: off the event loop, so the
+                    # coordination session's pings and the broker's clients keep being served meanwhile.
+                    body = await asyncio.to_thread(encode_body, item.request)
+                else:
+                    body = encode_body(item.request)
                 backoff = self._backoff_s
                 while True:
                     try:

@@ -277,8 +277,8 @@ def encode_body(message: Any) -> bytes:
         if cached is None or cached[0] is not states:
             cached = (states, _dumps([_plain(s) for s in states]))
             _SHARED_STATES[id(states)] = cached
-            while len(_SHARED_STATES) > 4:
-                del _SHARED_STATES[next(iter(_SHARED_STATES))]
+            for stale in list(_SHARED_STATES)[:-4]:  # channels may encode from worker threads
+                _SHARED_STATES.pop(stale, None)
         return (
             f'{{"controller_id":{message.controller_id},"controller_epoch":{message.controller_epoch},'
             f'"broker_epoch":{message.broker_epoch},"partition_states":{cached[1]},'

@@ -191,7 +191,9 @@ class ControllerStore:
     async def states(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, LeaderIsr]:
         results = await self.session.get_many([partition_state_path(tp.topic, tp.partition) for tp in partitions])
         out: dict[TopicPartition, LeaderIsr] = {}
-        for tp, result in zip(partitions, results, strict=True):
+        for index, (tp, result) in enumerate(zip(partitions, results, strict=True)):
+            if index % 10_000 == 9_999:
+                await asyncio.sleep(0)  # let the session's pings and other work through
             if isinstance(result, CoordinationError):
                 continue
             path = partition_state_path(tp.topic, tp.partition)
