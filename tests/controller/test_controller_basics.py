@@ -181,3 +181,55 @@ async def test_a_stale_cached_version_is_re_read_before_electing() -> None:
         assert list(state.isr) == [2] and state.leader_epoch == 1  # from the fresh ISR, not the cached one
     finally:
         await c.stop()
+
+
+async def test_isr_change_notifications_become_update_metadata_and_are_deleted() -> None:
+    c = await cluster().start(3)
+    try:
+        await c.create_topic("t", {0: [0, 1, 2]})
+        await wait_for(lambda: c.state("t", 0))
+        await c.idle()
+        await c.act_as_leader("t", 0, [0, 1])
+        assert c.admin is not None
+
+        def told_everyone() -> bool:
+            return all(
+                any(s.topic == "t" and s.isr == [0, 1] for r in c.transport.requests(UPDATE_METADATA, broker_id=b)
+                    for s in r.partition_states)
+                for b in (0, 1, 2)
+            )
+
+        await wait_for(told_everyone, what="UpdateMetadata with the new ISR on every broker")
+        await wait_for(lambda: _no_notifications(c), what="notifications deleted")
+    finally:
+        await c.stop()
+
+
+async def _no_notifications(c: SimCluster) -> bool:
+    assert c.admin is not None
+    return await c.admin.children("/isr_change_notification") == []
+
+
+async def test_a_new_controller_resumes_a_reassignment_in_progress() -> None:
+    c = await cluster().start(4)
+    try:
+        first = await c.wait_controller()
+        await c.create_topic("t", {0: [1, 2, 3]})
+        await wait_for(lambda: c.state("t", 0))
+        results = await first.alter_partition_reassignments({("t", 0): [2, 3, 0]})
+        assert results[next(iter(results))].error.name == "none"
+        await c.idle()
+        await c.brokers[first.broker_id].kill()
+        second = await c.wait_controller(not_on=first.broker_id)
+        listed = await wait_for(second.list_partition_reassignments, what="the reassignment survives failover")
+        assert next(iter(listed.values())).adding == (0,)
+        await c.restart(first.broker_id)  # broker 0 (the new replica) returns and catches up
+        await wait_for(lambda: 0 in second.ctx.live_brokers)
+        await c.act_as_leader("t", 0, [1, 2, 3, 0])
+
+        async def done() -> bool:
+            a = await c.assignment("t")
+            return a is not None and a.partitions[0] == (2, 3, 0) and not a.adding_replicas
+        await wait_for(done, what="reassignment completed by the new controller")
+    finally:
+        await c.stop()
