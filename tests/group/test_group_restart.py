@@ -64,22 +64,24 @@ def test_group_and_offsets_survive_restart(broker_factory: Callable[..., BrokerP
         }
     )
     consumer.subscribe([topic])
-    before = consume(consumer, BATCH)
-    assert sorted(v for _, _, v in before) == list(range(BATCH))
-    state, members = describe(admin, group)
-    assert state == "STABLE" and len(members) == 1
+    try:
+        before = consume(consumer, BATCH)
+        assert sorted(v for _, _, v in before) == list(range(BATCH))
+        state, members = describe(admin, group)
+        assert state == "STABLE" and len(members) == 1
 
-    if kill:
-        broker.kill()
-        broker.start()
-    else:
-        broker.restart()
+        if kill:
+            broker.kill()
+            broker.start()
+        else:
+            broker.restart()
 
-    produce(broker.bootstrap, topic, BATCH)
-    after = consume(consumer, BATCH)
-    assert sorted(v for _, _, v in after) == list(range(BATCH, 2 * BATCH)), "repeated or skipped messages"
-    assert describe(admin, group) == ("STABLE", members), "the reloaded group should keep its member"
-    committed = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
-    ends = {p: 1 + max(o for q, o, _ in before + after if q == p) for p in {q for q, _, _ in before + after}}
-    assert {tp.partition: tp.offset for tp in committed if tp.offset >= 0} == ends
-    consumer.close()
+        produce(broker.bootstrap, topic, BATCH)
+        after = consume(consumer, BATCH)
+        assert sorted(v for _, _, v in after) == list(range(BATCH, 2 * BATCH)), "repeated or skipped messages"
+        assert describe(admin, group) == ("STABLE", members), "the reloaded group should keep its member"
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        ends = {p: 1 + max(o for q, o, _ in before + after if q == p) for p in {q for q, _, _ in before + after}}
+        assert {tp.partition: tp.offset for tp in committed if tp.offset >= 0} == ends
+    finally:
+        consumer.close()
