@@ -68,7 +68,7 @@ class Connection:
     async def serve(self) -> None:
         max_bytes = self.broker.config["socket.request.max.bytes"]
         try:
-            while True:
+            while not (self.broker.stopping or self.broker.isolated):
                 try:
                     prefix = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError as exc:

@@ -86,9 +86,11 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
         self.host = config.host
         self.port = config.port
         self.running = False
+        self.stopping = False
         self.isolated = False
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -125,13 +127,11 @@ class Broker:
         """Stop serving; in a cluster first hand leaderships away (controlled shutdown) when ``controlled``."""
         if self.link is not None and controlled and self.config["controlled.shutdown.enable"]:
             await self.link.controlled_shutdown()
+        self.stopping = True
         self.running = False
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        await self._close_connections()
         if self._tick_task is not None:
             self._tick_task.cancel()
             await asyncio.gather(self._tick_task, return_exceptions=True)
@@ -147,12 +147,13 @@ class Broker:
 
     async def crash(self) -> None:
         """Stop as a killed process stops: nothing flushed, checkpointed or handed over (fault injection)."""
+        self.stopping = True
         self.running = False
         if self._server is not None:
             self._server.close()
-        for task in [*self._connections, *([self._tick_task] if self._tick_task else [])]:
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._tick_task is not None:
+            self._tick_task.cancel()
+        await self._close_connections()
         await self.fetchers.stop()
         if self.link is not None:
             await self.link.abandon()
@@ -163,12 +164,25 @@ class Broker:
             self.logs.abandon()
         log.warning("broker %d crashed (fault injection)", self.broker_id)
 
+    async def _close_connections(self) -> None:
+        """Close every client socket, then make sure each handler task has ended.
+
+        Closing the socket ends a handler blocked on a read; cancelling ends one waiting in a handler. Python 3.11's
+        wait_for can swallow a cancellation that races a completing future, so we cancel until they are done.
+        """
+        for writer in list(self._writers):
+            writer.close()
+        while self._connections:
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.wait(list(self._connections), timeout=1.0)
+
     def set_isolated(self, isolated: bool) -> None:
         """Fault injection: drop every connection in and out while isolated, as a network partition would."""
         self.isolated = isolated
         if isolated:
-            for task in list(self._connections):
-                task.cancel()
+            for writer in list(self._writers):
+                writer.close()
             for fetcher in self.fetchers.fetchers.values():
                 fetcher.peer.close()
 
@@ -181,10 +195,12 @@ class Broker:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self._writers.add(writer)
         try:
             await Connection(self, reader, writer).serve()
         finally:
             self._connections.discard(task)
+            self._writers.discard(writer)
 
     async def _tick_loop(self) -> None:
         lag_max = self.config["replica.lag.time.max.ms"]
