@@ -6,7 +6,7 @@ Every broker runs one :class:`Controller`; exactly one is active at a time. Publ
     await controller.start()        # joins the election; runs the event loop, and the controller when elected
     controller.is_active            # this broker is the controller
     controller.epoch                # its controller epoch while active (0 otherwise)
-    await controller.elect_leaders([("t", 0)], PREFERRED | UNCLEAN)   # ElectLeaders -> {tp: ElectionOutcome}
+    await controller.elect_leaders([("t", 0)], PREFERRED | UNCLEAN)   # ElectLeaders -> {tp: PartitionResult}
     await controller.alter_partition_reassignments({("t", 0): [1, 2, 3], ("t", 1): None})  # None cancels
     await controller.list_partition_reassignments()                    # {tp: ReassignmentState}
     await controller.controlled_shutdown(broker_id, broker_epoch)      # -> partitions it still leads
@@ -34,7 +34,7 @@ from odradek.controller.controller import (
     PREFERRED,
     UNCLEAN,
     Controller,
-    ElectionOutcome,
+    PartitionResult,
     ReassignmentState,
 )
 from odradek.controller.requests import (
@@ -62,9 +62,9 @@ __all__ = [
     "Controller",
     "ControllerContext",
     "ControllerMovedError",
-    "ElectionOutcome",
     "LeaderIsr",
     "PartitionReplica",
+    "PartitionResult",
     "PartitionState",
     "ReassignmentState",
     "ReplicaAssignment",

@@ -66,12 +66,13 @@ from odradek.coordination.znodes import (
     PREFERRED_REPLICA_ELECTION,
     BrokerRegistration,
     Endpoint,
+    TopicAssignment,
     ensure_kafka_layout,
 )
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement import imbalanced_brokers
 
-__all__ = ["PREFERRED", "UNCLEAN", "Controller", "ElectionOutcome", "ReassignmentState"]
+__all__ = ["PREFERRED", "UNCLEAN", "Controller", "PartitionResult", "ReassignmentState"]
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,9 @@ SessionSource = Session | Callable[[], Awaitable[Session]]
 
 
 @dataclass(frozen=True, slots=True)
-class ElectionOutcome:
+class PartitionResult:
+    """One partition's answer to ElectLeaders or AlterPartitionReassignments: a Kafka error code and message."""
+
     error: ErrorCode
     message: str | None = None
 
@@ -288,14 +291,14 @@ class Controller:
 
     async def elect_leaders(
         self, partitions: Iterable[tuple[str, int]] | None, election_type: int = PREFERRED
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> dict[TopicPartition, PartitionResult]:
         """ElectLeaders: preferred (0) or unclean (1) election; ``None`` means every partition."""
         wanted = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
         return await self._call(lambda: self._elect_leaders(wanted, election_type))
 
     async def alter_partition_reassignments(
         self, reassignments: Mapping[tuple[str, int], Sequence[int] | None]
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> dict[TopicPartition, PartitionResult]:
         """AlterPartitionReassignments: target replicas per partition, ``None`` to cancel one in progress."""
         wanted = {TopicPartition(t, p): (None if r is None else tuple(r)) for (t, p), r in reassignments.items()}
         return await self._call(lambda: self._alter_reassignments(wanted))
@@ -632,7 +635,7 @@ class Controller:
         await self._trigger_online_partitions()
         await self._flush()
         for tp in sorted(ctx.being_reassigned):
-            await self._resume_reassignment(tp)
+            await self._on_partition_reassignment(tp)
         if preferred is not None:
             await self._preferred_election(
                 {tp for tp in preferred if not ctx.is_queued_for_deletion(tp.topic)}, from_znode=True)
@@ -643,7 +646,7 @@ class Controller:
     def _topic_watch(self, topic: str) -> Callable[[WatchedEvent], None]:
         return self._watch(("topic", topic), lambda: _PartitionModifications(topic))
 
-    def _load_topic(self, topic: str, assignment: Any) -> list[TopicPartition]:
+    def _load_topic(self, topic: str, assignment: TopicAssignment) -> list[TopicPartition]:
         ctx = self.ctx
         ctx.all_topics.add(topic)
         ctx.topic_ids[topic] = assignment.topic_id
@@ -725,11 +728,11 @@ class Controller:
         target: PartitionState,
         election: Election | None = None,
         force_unclean: bool = False,
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> dict[TopicPartition, PartitionResult]:
         """``PartitionStateMachine.handleStateChanges``: refuses illegal moves, elects where it must."""
         valid, invalid = self.partition_states.split(sorted(set(partitions)), target)
         results = {
-            tp: ElectionOutcome(ErrorCode.invalid_request,
+            tp: PartitionResult(ErrorCode.invalid_request,
                                 f"illegal transition {self.partition_states.get(tp).value} -> {target.value}")
             for tp in invalid
         }
@@ -755,10 +758,10 @@ class Controller:
         return results
 
     async def _initialize_partitions(self, partitions: list[TopicPartition]) -> dict[TopicPartition,
-                                                                                     ElectionOutcome]:
+                                                                                     PartitionResult]:
         """New -> Online: leader = first live replica, ISR = the live replicas, leader epoch 0."""
         ctx = self.ctx
-        results: dict[TopicPartition, ElectionOutcome] = {}
+        results: dict[TopicPartition, PartitionResult] = {}
         wanted: dict[TopicPartition, LeaderIsr] = {}
         for tp in partitions:
             live = [r for r in ctx.replicas_of(tp) if r in ctx.live_broker_ids]
@@ -766,7 +769,7 @@ class Controller:
                 msg = f"no assigned replica of {list(ctx.replicas_of(tp))} is alive"
                 state_change_log.error("[Controller id=%d epoch=%d] partition %s New -> Online failed: %s",
                                        self.broker_id, ctx.epoch, tp, msg)
-                results[tp] = ElectionOutcome(ErrorCode.eligible_leaders_not_available, msg)
+                results[tp] = PartitionResult(ErrorCode.eligible_leaders_not_available, msg)
                 continue
             wanted[tp] = LeaderIsr(live[0], 0, tuple(live), ctx.epoch, 0)
         if not wanted:
@@ -778,13 +781,13 @@ class Controller:
         for tp in wanted:
             state = created.get(tp)
             if state is None:
-                results[tp] = ElectionOutcome(ErrorCode.unknown_server_error, f"writing its state failed: "
+                results[tp] = PartitionResult(ErrorCode.unknown_server_error, f"writing its state failed: "
                                                                               f"{failed.get(tp)}")
                 continue
             ctx.leadership[tp] = state
             live = [r for r in ctx.replicas_of(tp) if r in ctx.live_brokers]
             self._batch.add_leader_and_isr(ctx, live, tp, state, is_new=True)
-            results[tp] = ElectionOutcome(ErrorCode.none)
+            results[tp] = PartitionResult(ErrorCode.none)
         return results
 
     async def _unclean_allowed(self, topics: Iterable[str]) -> dict[str, bool]:
@@ -797,10 +800,10 @@ class Controller:
 
     async def _elect(
         self, partitions: Sequence[TopicPartition], kind: Election, force_unclean: bool = False
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> dict[TopicPartition, PartitionResult]:
         """Elect, write with compare-and-set, re-read and retry the partitions somebody else wrote first."""
         ctx = self.ctx
-        results: dict[TopicPartition, ElectionOutcome] = {}
+        results: dict[TopicPartition, PartitionResult] = {}
         remaining = list(partitions)
         for _attempt in range(10):
             if not remaining:
@@ -816,7 +819,7 @@ class Controller:
                     state_change_log.error(
                         "[Controller id=%d epoch=%d] %s election for partition %s failed: %s",
                         self.broker_id, ctx.epoch, kind.value, tp, decision.reason)
-                    results[tp] = ElectionOutcome(decision.error, decision.reason)
+                    results[tp] = PartitionResult(decision.error, decision.reason)
                 else:
                     decisions[tp] = decision
             if not decisions:
@@ -833,16 +836,16 @@ class Controller:
                     "[Controller id=%d epoch=%d] %s election for %s: leader %d, leader epoch %d, ISR %s",
                     self.broker_id, ctx.epoch, kind.value, tp, state.leader, state.leader_epoch, list(state.isr))
                 self._batch.add_leader_and_isr(ctx, decision.recipients, tp, state)
-                results[tp] = ElectionOutcome(ErrorCode.none)
+                results[tp] = PartitionResult(ErrorCode.none)
             stale = [tp for tp, e in failed.items() if isinstance(e, BadVersionError)]
             for tp, error in failed.items():
                 if tp not in stale:
-                    results[tp] = ElectionOutcome(ErrorCode.unknown_server_error, str(error))
+                    results[tp] = PartitionResult(ErrorCode.unknown_server_error, str(error))
             if stale:
                 ctx.leadership.update(await self.store.states(stale))
             remaining = stale
         for tp in remaining:
-            results.setdefault(tp, ElectionOutcome(ErrorCode.unknown_server_error, "kept losing the race"))
+            results.setdefault(tp, PartitionResult(ErrorCode.unknown_server_error, "kept losing the race"))
         return results
 
     async def _trigger_online_partitions(self) -> None:
@@ -1110,45 +1113,42 @@ class Controller:
 
     async def _alter_reassignments(
         self, wanted: Mapping[TopicPartition, tuple[int, ...] | None]
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> dict[TopicPartition, PartitionResult]:
         ctx = self.ctx
-        results: dict[TopicPartition, ElectionOutcome] = {}
+        results: dict[TopicPartition, PartitionResult] = {}
         for tp, target in sorted(wanted.items()):
             if target is None:
                 if tp not in ctx.being_reassigned:
-                    results[tp] = ElectionOutcome(ErrorCode.no_reassignment_in_progress,
+                    results[tp] = PartitionResult(ErrorCode.no_reassignment_in_progress,
                                                   f"no reassignment of {tp} in progress")
                     continue
                 origin = ctx.assignments[tp].origin
                 ctx.being_reassigned[tp] = origin
                 await self._on_partition_reassignment(tp)
-                results[tp] = ElectionOutcome(ErrorCode.none)
+                results[tp] = PartitionResult(ErrorCode.none)
             else:
                 results[tp] = await self._initiate_reassignment(tp, target)
         return results
 
-    async def _initiate_reassignment(self, tp: TopicPartition, target: tuple[int, ...]) -> ElectionOutcome:
+    async def _initiate_reassignment(self, tp: TopicPartition, target: tuple[int, ...]) -> PartitionResult:
         ctx = self.ctx
         ra = ctx.assignments.get(tp)
         if ra is None:
-            return ElectionOutcome(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+            return PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
         if ctx.is_queued_for_deletion(tp.topic):
-            return ElectionOutcome(ErrorCode.unknown_topic_or_partition, f"{tp.topic} is being deleted")
+            return PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp.topic} is being deleted")
         if not target or len(set(target)) != len(target):
-            return ElectionOutcome(ErrorCode.invalid_replica_assignment, f"invalid replica list {list(target)}")
+            return PartitionResult(ErrorCode.invalid_replica_assignment, f"invalid replica list {list(target)}")
         unknown = [b for b in target if b not in ctx.live_brokers]
         if unknown:
-            return ElectionOutcome(ErrorCode.invalid_replica_assignment,
+            return PartitionResult(ErrorCode.invalid_replica_assignment,
                                    f"brokers {unknown} are not registered")
         if tuple(target) == ra.replicas and not ra.is_reassigning:
-            return ElectionOutcome(ErrorCode.none, "already assigned")
+            return PartitionResult(ErrorCode.none, "already assigned")
         ctx.being_reassigned[tp] = tuple(target)
         ctx.topics_ineligible_for_deletion.add(tp.topic)
         await self._on_partition_reassignment(tp)
-        return ElectionOutcome(ErrorCode.none)
-
-    async def _resume_reassignment(self, tp: TopicPartition) -> None:
-        await self._on_partition_reassignment(tp)
+        return PartitionResult(ErrorCode.none)
 
     async def _watch_reassigning_state(self, tp: TopicPartition) -> None:
         state = await self.store.state_with_watch(
@@ -1252,7 +1252,7 @@ class Controller:
 
     async def _preferred_election(
         self, partitions: set[TopicPartition], from_znode: bool = False
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> dict[TopicPartition, PartitionResult]:
         ctx = self.ctx
         ctx.preferred_election_in_progress |= partitions
         topics = {tp.topic for tp in partitions}
@@ -1262,7 +1262,7 @@ class Controller:
             results = await self._partitions_to(known, P.ONLINE, Election.PREFERRED)
             for tp in partitions:
                 if tp not in ctx.assignments:
-                    results[tp] = ElectionOutcome(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+                    results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
             return results
         finally:
             ctx.preferred_election_in_progress -= partitions
@@ -1272,21 +1272,21 @@ class Controller:
 
     async def _elect_leaders(
         self, partitions: list[TopicPartition] | None, election_type: int
-    ) -> dict[TopicPartition, ElectionOutcome]:
+    ) -> dict[TopicPartition, PartitionResult]:
         ctx = self.ctx
         wanted = sorted(ctx.assignments) if partitions is None else partitions
         if election_type == PREFERRED:
             return await self._preferred_election(set(wanted))
         if election_type != UNCLEAN:
             raise KafkaError(ErrorCode.invalid_request, f"unknown election type {election_type}")
-        results: dict[TopicPartition, ElectionOutcome] = {}
+        results: dict[TopicPartition, PartitionResult] = {}
         candidates = []
         for tp in wanted:
             state = ctx.leadership.get(tp)
             if tp not in ctx.assignments or state is None:
-                results[tp] = ElectionOutcome(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+                results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
             elif state.leader in ctx.live_broker_ids:
-                results[tp] = ElectionOutcome(ErrorCode.election_not_needed, f"{tp} has leader {state.leader}")
+                results[tp] = PartitionResult(ErrorCode.election_not_needed, f"{tp} has leader {state.leader}")
             else:
                 candidates.append(tp)
         results.update(await self._partitions_to(candidates, P.ONLINE, Election.OFFLINE, force_unclean=True))
