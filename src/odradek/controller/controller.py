@@ -813,15 +813,15 @@ class Controller:
                 topics = {tp.topic for tp in remaining if needs_unclean_config(ctx, tp)}
                 unclean = {t: True for t in topics} if force_unclean else await self._unclean_allowed(topics)
             decisions: dict[TopicPartition, Elected] = {}
+            refused: list[NotElected] = []
             for tp in remaining:
                 decision = elect_leader(kind, ctx, tp, unclean.get(tp.topic, False))
                 if isinstance(decision, NotElected):
-                    state_change_log.error(
-                        "[Controller id=%d epoch=%d] %s election for partition %s failed: %s",
-                        self.broker_id, ctx.epoch, kind.value, tp, decision.reason)
+                    refused.append(decision)
                     results[tp] = PartitionResult(decision.error, decision.reason)
                 else:
                     decisions[tp] = decision
+            self._log_refused(kind, refused)
             if not decisions:
                 break
             written, failed = await self.store.write_states({tp: d.new for tp, d in decisions.items()})
@@ -847,6 +847,17 @@ class Controller:
         for tp in remaining:
             results.setdefault(tp, PartitionResult(ErrorCode.unknown_server_error, "kept losing the race"))
         return results
+
+    def _log_refused(self, kind: Election, refused: list[NotElected]) -> None:
+        """One state-change line per partition, as Kafka logs them, but at most ten at ERROR per round: a dead
+        rack can leave thousands of partitions offline, and each broker change retries them all."""
+        for index, nope in enumerate(refused):
+            level = logging.ERROR if index < 10 else logging.DEBUG
+            state_change_log.log(level, "[Controller id=%d epoch=%d] %s election for partition %s failed: %s",
+                                 self.broker_id, self.ctx.epoch, kind.value, nope.tp, nope.reason)
+        if len(refused) > 10:
+            state_change_log.error("[Controller id=%d epoch=%d] %s election failed for %d more partitions",
+                                   self.broker_id, self.ctx.epoch, kind.value, len(refused) - 10)
 
     async def _trigger_online_partitions(self) -> None:
         """New or Offline partitions of topics not being deleted -> Online (``triggerOnlinePartitionStateChange``)."""
