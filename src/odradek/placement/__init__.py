@@ -6,6 +6,7 @@ rest of odradek, so the controller, the group coordinator and the CLI can all ca
 """
 
 from .election import (
+    DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE,
     ElectionResult,
     KRaftElection,
     LeaderRecoveryState,
@@ -29,7 +30,16 @@ from .errors import (
 )
 from .model import BrokerMetadata, PartitionInfo, Subscription, TopicPartition
 from .range_assignor import RangeAssignor
-from .rebalance import imbalanced_brokers, leader_imbalance_ratio, should_trigger_rebalance
+from .rebalance import (
+    DEFAULT_AUTO_LEADER_REBALANCE_ENABLE,
+    DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS,
+    DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE,
+    KRAFT_MAX_ELECTIONS_PER_IMBALANCE,
+    imbalanced_brokers,
+    kraft_imbalanced_partitions,
+    leader_imbalance_ratio,
+    should_trigger_rebalance,
+)
 from .replicas import (
     assign_replicas_to_brokers,
     broker_metadatas,
@@ -51,6 +61,11 @@ ASSIGNORS = {a.name: a for a in (RangeAssignor, RoundRobinAssignor, StickyAssign
 
 __all__ = [
     "ASSIGNORS",
+    "DEFAULT_AUTO_LEADER_REBALANCE_ENABLE",
+    "DEFAULT_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS",
+    "DEFAULT_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE",
+    "DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE",
+    "KRAFT_MAX_ELECTIONS_PER_IMBALANCE",
     "AdminOperationException",
     "AssignmentError",
     "BrokerMetadata",
@@ -78,6 +93,7 @@ __all__ = [
     "encode_sticky_user_data",
     "imbalanced_brokers",
     "kraft_elect_leader",
+    "kraft_imbalanced_partitions",
     "leader_imbalance_ratio",
     "new_partition_state",
     "new_partitions_assignment",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE",
     "ElectionResult",
     "KRaftElection",
     "LeaderRecoveryState",
@@ -27,6 +28,8 @@ __all__ = [
     "reassign_election",
     "reassign_leader",
 ]
+
+DEFAULT_UNCLEAN_LEADER_ELECTION_ENABLE = False
 
 
 def offline_leader(assignment: Sequence[int], isr: Collection[int], live: Collection[int], unclean: bool) -> int | None:
