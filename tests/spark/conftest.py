@@ -55,5 +55,5 @@ def spark():
 
 @pytest.fixture
 def reader(spark, broker):
-    """A DataFrameReader already pointed at the broker."""
-    return spark.read.format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)
+    """Make a fresh DataFrameReader pointed at the broker (readers keep options, so one per query)."""
+    return lambda: spark.read.format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)

@@ -169,3 +169,30 @@ def stop_broker(b: Broker) -> None:
         b.process.kill()
         b.process.wait()
     shutil.rmtree(b.data_dir, ignore_errors=True)
+
+
+def lose_first_records(broker: Broker, topic: str, count: int, *, timeout_s: float = 60.0) -> None:
+    """Put ``count`` records at the head of partition 0 and make the broker delete them.
+
+    DeleteRecords where the broker has it; otherwise the records carry timestamps far older than the
+    default retention, so time-based retention removes them (the test waits until it did).
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+
+    month_ago = int(time.time() * 1000) - 30 * 24 * 3600 * 1000
+    broker.produce(topic, [{"value": b"%d" % i, "timestamp": month_ago, "partition": 0} for i in range(count)])
+    admin = broker.admin()
+    try:
+        for future in admin.delete_records([TopicPartition(topic, 0, count)]).values():
+            future.result()
+    except KafkaException:
+        pass  # no DeleteRecords: rely on retention
+    from odradek.spark.cluster import Cluster
+
+    cluster = Cluster({"bootstrap.servers": broker.bootstrap})
+    wait_for(
+        lambda: cluster.earliest([(topic, 0)])[(topic, 0)] >= count,
+        what=f"the first {count} records of {topic} to be deleted",
+        timeout_s=timeout_s,
+        interval_s=0.5,
+    )
