@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from functools import cache
@@ -18,14 +19,21 @@ from odradek.placement import (
     encode_sticky_user_data,
 )
 
-VECTORS_PATH = Path(os.environ.get("ODRADEK_KAFKA_VECTORS", "/work/shared/reference/kafka-vectors.json"))
-if not VECTORS_PATH.exists():
-    VECTORS_PATH = Path(__file__).resolve().parents[2] / "tests" / "placement" / "data" / "kafka-vectors.json"
+# The recorded cases live in ../shared/reference/kafka-vectors.json; a gzipped copy ships with the tests so they run
+# on a machine without the shared folder (ODRADEK_KAFKA_VECTORS points elsewhere).
+_SHARED = Path("/work/shared/reference/kafka-vectors.json")
+_BUNDLED = Path(__file__).with_name("data") / "kafka-vectors.json.gz"
 
 
 @cache
 def all_cases() -> list[dict[str, Any]]:
-    return json.loads(VECTORS_PATH.read_text())
+    override = os.environ.get("ODRADEK_KAFKA_VECTORS")
+    if override:
+        return json.loads(Path(override).read_text())
+    if _SHARED.exists():
+        return json.loads(_SHARED.read_text())
+    with gzip.open(_BUNDLED, "rt") as f:
+        return json.load(f)
 
 
 def cases(prefix: str) -> list[dict[str, Any]]:
