@@ -255,3 +255,33 @@ def test_removing_the_last_isr_member_keeps_it_in_the_isr() -> None:
 
 def test_partition_replica_names_its_partition() -> None:
     assert PartitionReplica("t", 1, 2).tp == TopicPartition("t", 1)
+
+
+async def test_channels_retry_while_the_broker_lives_and_drop_when_it_is_removed() -> None:
+    from odradek.controller.channels import ChannelManager
+
+    attempts: dict[int, int] = {1: 0, 2: 0}
+    answered: list[tuple[int, object]] = []
+
+    class Flaky:
+        async def send(self, broker_id: int, endpoint: Endpoint, api_key: int, body: bytes) -> bytes:
+            attempts[broker_id] += 1
+            if broker_id == 2 or attempts[broker_id] < 3:
+                raise ConnectionRefusedError("not yet")
+            return encode_body(LeaderAndIsrResponse(0, []))
+
+    channels = ChannelManager(Flaky(), retry_backoff_ms=1, max_backoff_ms=2)
+    channels.add_broker(1, Endpoint("PLAINTEXT", "h", 1))
+    channels.add_broker(2, Endpoint("PLAINTEXT", "h", 2))
+    channels.send(1, LEADER_AND_ISR, LAIR, lambda b, r: answered.append((b, r)))
+    channels.send(2, LEADER_AND_ISR, LAIR, lambda b, r: answered.append((b, r)))
+    assert not channels.send(3, LEADER_AND_ISR, LAIR)  # no channel: not live
+    deadline = asyncio.get_running_loop().time() + 10
+    while not answered or attempts[2] < 5:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.005)
+    assert answered == [(1, LeaderAndIsrResponse(0, []))] and attempts[1] == 3
+    channels.remove_broker(2)  # the broker died: its queue is dropped and its sender stops retrying
+    assert channels.brokers == {1}
+    await channels.close()  # returns only once every sender, the removed one included, has ended
+    assert answered == [(1, LeaderAndIsrResponse(0, []))]

@@ -65,6 +65,7 @@ class ChannelManager:
         self._max_backoff_s = max_backoff_ms / 1000
         self._timeout_s = request_timeout_ms / 1000
         self._channels: dict[int, _Channel] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
 
     @property
     def brokers(self) -> set[int]:
@@ -83,6 +84,8 @@ class ChannelManager:
         channel = self._channels.pop(broker_id, None)
         if channel is not None and channel.task is not None:
             channel.task.cancel()
+            self._stopping.add(channel.task)
+            channel.task.add_done_callback(self._stopping.discard)
 
     def send(self, broker_id: int, api_key: int, request: Any, callback: ResponseCallback | None = None) -> bool:
         """Queue a request; False when there is no channel to that broker (it is not live)."""
@@ -98,9 +101,10 @@ class ChannelManager:
         return all(c.queue.empty() and not c.busy for c in self._channels.values())
 
     async def close(self) -> None:
-        tasks = [c.task for c in self._channels.values() if c.task is not None]
+        """Stop every sender, including those of brokers removed earlier, and wait until they have ended."""
         for broker_id in list(self._channels):
             self.remove_broker(broker_id)
+        tasks = set(self._stopping)
         if tasks:
             await asyncio.wait(tasks)  # unlike awaiting them, never swallows our own cancellation
 
