@@ -86,6 +86,7 @@ class StandaloneAdmin:
         self.broker.metadata.remove_topic(name)
         for index in record.assignment:
             self.broker.drop_partition(name, index, delete=True)
+        await self.broker.groups.remove_offsets_for_topics([name])
         log.info("deleted topic %s and its data", name)
 
     async def add_partitions(self, name: str, new_assignment: dict[int, list[int]]) -> None:

@@ -327,6 +327,8 @@ class ClusterLink:
             if not parts:
                 cache.remove_topic(topic)
                 self._topic_ids.pop(topic, None)
+                # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)
+                asyncio.ensure_future(self.broker.groups.remove_offsets_for_topics([topic]))
                 continue
             topic_id = meta.topic_id if meta is not None else self._topic_ids.get(topic) or self._fallback_id(topic)
             cache.set_topic(TopicMeta(topic, topic_id, parts, internal=topic in INTERNAL_TOPICS))

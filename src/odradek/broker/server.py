@@ -428,9 +428,9 @@ class _OffsetsLog:
     def read(self, partition: int) -> Iterator[tuple[BatchHeader, list[Record]]]:
         plog = self.broker.partition(OFFSETS_TOPIC, partition).log
         offset = plog.log_start_offset
-        hw = plog.high_watermark
-        while offset < hw:
-            chunk = plog.read(offset, 1 << 20, max_offset=hw, min_one=True)
+        end = plog.log_end_offset  # as Kafka's loader: to the log end, so a new leader keeps every commit it has
+        while offset < end:
+            chunk = plog.read(offset, 1 << 20, max_offset=end, min_one=True)
             if not chunk.size:
                 return
             buf = b"".join(chunk.buffers)
