@@ -69,7 +69,8 @@ def run_broker(name: str) -> Iterator[str]:
                "--data-dir", f"{tmp}/data"]
     else:
         raise ValueError(name)
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(f"{tmp}/stderr", "wb"), cwd=tmp)
+    with open(f"{tmp}/stderr", "wb") as stderr:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp)
     try:
         wait_port(port)
         yield f"127.0.0.1:{port}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "RETRIABLE"]
+__all__ = ["RETRIABLE", "ErrorCode", "KafkaError"]
 
 
 class KafkaError(Exception):

@@ -6,9 +6,8 @@ import asyncio
 import logging
 import signal
 import sys
-from pathlib import Path
-
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 import struct
 
-from brokers import BrokerProcess, wait_for
 from kio.index import load_request_schema
 
+from brokers import BrokerProcess, wait_for
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.protocol.records import encode_batch
@@ -90,7 +90,9 @@ def _produce(conn: KafkaConnection, topic: str, records: bytes) -> object:
     mod = __import__(cls.__module__, fromlist=["x"])
     request = cls(
         transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=5),
-        topic_data=(mod.TopicProduceData(name=topic, partition_data=(mod.PartitionProduceData(index=0, records=records),)),),
+        topic_data=(
+            mod.TopicProduceData(name=topic, partition_data=(mod.PartitionProduceData(index=0, records=records),)),
+        ),
     )
     return conn.request(0, request, 9).responses[0].partition_responses[0]
 

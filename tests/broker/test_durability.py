@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from brokers import BrokerProcess
 
+from brokers import BrokerProcess
 from odradek.admin import create_topic
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode

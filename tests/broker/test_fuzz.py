@@ -125,6 +125,7 @@ def test_schema_valid_random_requests(
     version = data.draw(st.integers(module.MIN_VERSION, module.MAX_VERSION))
     body = data.draw(st.from_type(load_request_schema(api_key, version)))
     frame = _encode(api_key, version, body)
+    # well-formed requests must be answered: FrameError here would be a handler bug, so it is not caught
     result = loop.run_until_complete(asyncio.wait_for(conn.dispatch(frame), 10))
     if result is not None:
         (size,) = struct.unpack(">i", bytes(result[0][:4]))

@@ -87,3 +87,35 @@ class ThreadedCluster:
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
+
+    # --- views used by the acceptance tests ----------------------------------------------------------------
+
+    def broker(self, broker_id: int) -> Any:
+        return self.cluster.brokers[broker_id]
+
+    def znode(self, path: str) -> bytes | None:
+        """The data at ``path`` in the coordination store (None when absent), read through a live broker's session."""
+
+        async def read() -> bytes | None:
+            from odradek.coordination import NoNodeError
+
+            for b in self.cluster.brokers.values():
+                if b.running and b.link is not None and b.link.session is not None:
+                    try:
+                        data, _stat = await b.link.session.get(path)
+                    except NoNodeError:
+                        return None
+                    return data
+            raise RuntimeError("no live broker to read the store through")
+
+        return self.call(read())
+
+    def controller_idle(self) -> None:
+        """Wait until the active controller has processed every event queued so far."""
+
+        async def idle() -> None:
+            for b in self.cluster.brokers.values():
+                if b.running and b.link is not None and b.link.controller is not None and b.link.controller.is_active:
+                    await b.link.controller.wait_idle()
+
+        self.call(idle())

@@ -6,10 +6,10 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from brokers import wait_for
 from confluent_kafka import Consumer, Producer, TopicPartition
 from harness import ThreadedCluster
 
+from brokers import wait_for
 from odradek.admin import create_topic
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
@@ -79,12 +79,14 @@ def _read_back(bootstrap: str) -> dict[tuple[int, int], bytes]:
     ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in range(PARTITIONS)}
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     out: dict[tuple[int, int], bytes] = {}
-    wait_for(
-        lambda: [out.__setitem__((m.partition(), m.offset()), m.value()) for m in consumer.consume(2000, 0.5)
-                 if m.error() is None] is not None
-        and all(sum(1 for (p, _o) in out if p == q) >= ends[q] for q in ends),
-        120, what="reading every partition to its end",
-    )
+
+    def read_more() -> bool:
+        for m in consumer.consume(2000, 0.5):
+            if m.error() is None:
+                out[(m.partition(), m.offset())] = m.value()
+        return all(sum(1 for (p, _o) in out if p == q) >= ends[q] for q in ends)
+
+    wait_for(read_more, 120, what="reading every partition to its end")
     consumer.close()
     return out
 

@@ -38,6 +38,7 @@ from odradek.coordination import (
 )
 from odradek.coordination import znodes as zn
 from odradek.errors import ErrorCode, KafkaError
+from odradek.tasks import spawn
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
@@ -328,7 +329,7 @@ class ClusterLink:
                 cache.remove_topic(topic)
                 self._topic_ids.pop(topic, None)
                 # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)
-                asyncio.ensure_future(self.broker.groups.remove_offsets_for_topics([topic]))
+                spawn(self.broker.groups.remove_offsets_for_topics([topic]), f"drop-offsets-{topic}")
                 continue
             topic_id = meta.topic_id if meta is not None else self._topic_ids.get(topic) or self._fallback_id(topic)
             cache.set_topic(TopicMeta(topic, topic_id, parts, internal=topic in INTERNAL_TOPICS))
@@ -410,7 +411,7 @@ class ClusterLink:
 
         def fired(_event: WatchedEvent) -> None:
             if session is self.session and not self._stopping:
-                asyncio.ensure_future(self._watch_config_changes())
+                spawn(self._watch_config_changes(), "config-change-watch")
 
         names = await session.children(zn.CONFIG_CHANGES, watch=fired)
         for name in sorted(names):

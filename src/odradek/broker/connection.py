@@ -120,7 +120,12 @@ class Connection:
         header = decode_header(frame, schema)
         request = decode_body(frame, schema, header.body_offset)
         ctx = RequestContext(self.broker, key, version, correlation_id, header.client_id, self.client_host)
-        response = await api.handle(ctx, request)
+        try:
+            response = await api.handle(ctx, request)
+        except (TypeError, AttributeError, ValueError) as exc:
+            # kio decodes a null where the schema forbids one (an array length of -1, say); such a request is
+            # malformed, and the answer to a malformed request is a closed connection, not a guess.
+            raise FrameError(f"{api.__name__.rsplit('.', 1)[1]} v{version} request is malformed: {exc!r}") from exc
         if response is None:  # acks=0 produce: no response at all
             return None
         if isinstance(response, Encoded):

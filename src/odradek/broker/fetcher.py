@@ -22,6 +22,7 @@ from kio.index import load_request_schema
 from odradek.broker.peer import PeerConnection
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import CorruptBatchError, iter_batches
+from odradek.tasks import spawn
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
@@ -49,9 +50,9 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._fetch_schema = load_request_schema(1, FETCH_VERSION)
+        self._fetch_schema: Any = load_request_schema(1, FETCH_VERSION)
         self._fetch_mod = sys.modules[self._fetch_schema.__module__]
-        self._epoch_schema = load_request_schema(23, EPOCH_VERSION)
+        self._epoch_schema: Any = load_request_schema(23, EPOCH_VERSION)
         self._epoch_mod = sys.modules[self._epoch_schema.__module__]
 
     def start(self) -> None:
@@ -89,7 +90,7 @@ class ReplicaFetcher:
                 await self._fetch_once()
             except asyncio.CancelledError:
                 raise
-            except (OSError, asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError) as exc:
                 log.debug("fetcher %d<-%d: %s; backing off", self.broker.broker_id, self.leader_id, exc)
                 self.peer.close()
                 await asyncio.sleep(BACKOFF_S)
@@ -126,10 +127,11 @@ class ReplicaFetcher:
         for t in response.topics:
             for p in t.partitions:
                 key = (t.topic, p.partition)
-                st = self.partitions.get(key)
+                state = self.partitions.get(key)
                 part = self.broker.partitions.get(key)
-                if st is None or part is None:
+                if state is None or part is None:
                     continue
+                st = state
                 if p.error_code != ErrorCode.none:
                     st.delayed_until = asyncio.get_running_loop().time() + BACKOFF_S
                     continue
@@ -257,7 +259,7 @@ class FetcherManager:
             if old is not None:
                 for tp, st in old.partitions.items():
                     fetcher.partitions[tp] = st
-                asyncio.ensure_future(old.stop())
+                spawn(old.stop(), f"stop-fetcher-{leader_id}")
             self.fetchers[leader_id] = fetcher
             fetcher.start()
         fetcher.add(topic, partition, leader_epoch)

@@ -46,7 +46,7 @@ class PeerConnection:
             await self.connect()
         assert self._reader is not None and self._writer is not None
         schema = load_request_schema(api_key, version)
-        header_cls = schema.__header_schema__
+        header_cls: Any = schema.__header_schema__
         correlation = next(self._correlation)
         buf = io.BytesIO()
         entity_writer(header_cls)(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from odradek.broker.log import PartitionLog
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
+from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ class Partition:
             return
         self._isr_change_pending = True
         epoch = self.leader_epoch
-        asyncio.ensure_future(self._write_isr(new_isr, reason, epoch))
+        spawn(self._write_isr(new_isr, reason, epoch), f"isr-{self.name}")
 
     async def _write_isr(self, new_isr: list[int], reason: str, epoch: int) -> None:
         assert self.isr_writer is not None

@@ -17,12 +17,12 @@ from types import ModuleType
 from typing import Any
 
 from odradek.broker import apis as apis_pkg
-from odradek.broker.config import BrokerConfig
-from odradek.broker.group import GroupConfig, GroupCoordinator
-from odradek.broker.log import LogManager
 from odradek.broker.admin import StandaloneAdmin, TopicAdmin
 from odradek.broker.cluster_link import ClusterLink
+from odradek.broker.config import BrokerConfig
 from odradek.broker.fetcher import FetcherManager
+from odradek.broker.group import GroupConfig, GroupCoordinator
+from odradek.broker.log import LogManager
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica import Partition
@@ -30,8 +30,8 @@ from odradek.broker.topic_config import validate_overrides
 from odradek.broker.topics import TopicRecord, collision_key, validate_topic_name
 from odradek.clock import Clock, SystemClock
 from odradek.coordination import Backend
-from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
 from odradek.protocol.records import BatchHeader, Record, decode_batch, iter_batches, validate_produce
 
 log = logging.getLogger(__name__)
@@ -358,7 +358,9 @@ class Broker:
                 out[current + i] = replicas
             return out
         if count - current > MAX_PARTITIONS_PER_REQUEST:
-            raise KafkaError(ErrorCode.invalid_partitions, f"Cannot add more than {MAX_PARTITIONS_PER_REQUEST} partitions")
+            raise KafkaError(
+                ErrorCode.invalid_partitions, f"Cannot add more than {MAX_PARTITIONS_PER_REQUEST} partitions"
+            )
         if rf > len(brokers):
             raise KafkaError(
                 ErrorCode.invalid_replication_factor,

@@ -34,10 +34,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         partitions, rf, described = -1, -1, None
         try:
             if counts[t.name] > 1:
-                raise KafkaError(ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}")
+                raise KafkaError(
+                    ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}"
+                )
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
-            chosen = await broker.check_new_topic(t.name, t.num_partitions, t.replication_factor, assignment or None, configs)
+            chosen = await broker.check_new_topic(
+                t.name, t.num_partitions, t.replication_factor, assignment or None, configs
+            )
             partitions = len(chosen)
             rf = len(chosen[0])
             if not request.validate_only:

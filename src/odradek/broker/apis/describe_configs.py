@@ -49,7 +49,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         documentation=e.doc if getattr(request, "include_documentation", False) else None,
                     )
                     for e in describe(
-                        validate_overrides(record.configs), broker.config.topic_defaults(), sorted(keys) if keys else None
+                        validate_overrides(record.configs), broker.config.topic_defaults(),
+                        sorted(keys) if keys else None,
                     )
                 ]
                 configs = tuple(entries)

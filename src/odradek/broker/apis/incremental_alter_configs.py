@@ -34,7 +34,9 @@ def apply_operations(current: dict[str, str], ops: Any) -> dict[str, str]:
             out.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
             if op.name != "cleanup.policy":
-                raise KafkaError(ErrorCode.invalid_config, f"Config value append is not allowed for config key: {op.name}")
+                raise KafkaError(
+                    ErrorCode.invalid_config, f"Config value append is not allowed for config key: {op.name}"
+                )
             items = [v for v in out.get(op.name, "delete").split(",") if v]
             given = [v for v in (op.value or "").split(",") if v]
             if op.config_operation == APPEND:

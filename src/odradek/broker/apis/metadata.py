@@ -30,9 +30,11 @@ def topic_entry(meta: TopicMeta, live: set[int]) -> MetadataTopic:
     parts = []
     for p in sorted(meta.partitions.values(), key=lambda p: p.partition):
         offline = [r for r in p.replicas if r not in live]
-        error = ErrorCode.leader_not_available if p.leader < 0 else ErrorCode.none
+        # a leader that is no longer a live broker leads nothing: clients must wait and retry, not connect to it
+        leader = p.leader if p.leader in live else -1
+        error = ErrorCode.leader_not_available if leader < 0 else ErrorCode.none
         parts.append(
-            MetadataPartition(p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, offline, int(error))
+            MetadataPartition(p.partition, leader, p.leader_epoch, p.replicas, p.isr, offline, int(error))
         )
     return MetadataTopic(meta.name, meta.topic_id, parts, meta.internal)
 
@@ -51,7 +53,9 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     if all_topics:
         entries = [topic_entry(t, live) for t in cache.topics.values()]
     else:
-        allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+        allow_create = (
+            getattr(request, "allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+        )
         for t in requested:
             name = t.name
             topic_id = getattr(t, "topic_id", None)
