@@ -159,7 +159,8 @@ def main() -> None:
         payload_mb = args.records * (VALUE_SIZE + 3) / 1e6
         print()
         print(
-            f"{args.records:,} records of {VALUE_SIZE}-byte values, {args.partitions} partitions, broker {kind}, local[2]"
+            f"{args.records:,} records of {VALUE_SIZE}-byte values, {args.partitions} partitions, "
+            f"broker {kind}, local[2]"
         )
         print()
         print("| read | seconds | rows/s | MB/s (key+value) | vs Parquet |")

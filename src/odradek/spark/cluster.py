@@ -22,14 +22,14 @@ class Cluster:
     """A lazily connected admin handle; not picklable on purpose, build one where it is used."""
 
     def __init__(self, config: Mapping[str, str], *, timeout_s: float = 30.0) -> None:
-        self._config = dict(config)
+        self._config: dict[str, Any] = dict(config)
         self._timeout = timeout_s
         self._admin: Any = None
 
     @property
     def admin(self) -> Any:
         if self._admin is None:
-            self._admin = AdminClient(self._config)
+            self._admin = AdminClient(dict[str, Any](self._config))
         return self._admin
 
     def partitions(self, subscription: Subscription) -> dict[TopicPartition, Address | None]:

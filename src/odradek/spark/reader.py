@@ -286,10 +286,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in tps if tp not in begin]
         effective = {tp: begin[tp] for tp in tps if tp in begin}
         effective.update(self.cluster.earliest(new))
-        if isinstance(limit, ReadMaxRows):
-            end = rate_limit(effective, latest, limit.max_rows)
-        else:
-            end = dict(latest)
+        end = rate_limit(effective, latest, limit.max_rows) if isinstance(limit, ReadMaxRows) else dict(latest)
         return to_json(end)
 
     def reportLatestOffset(self) -> dict | None:

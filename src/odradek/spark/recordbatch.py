@@ -180,7 +180,7 @@ class _Window:
         return out
 
 
-def _scalar_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _scalar_varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     raw = 0
     shift = 0
     p = pos
@@ -312,7 +312,7 @@ def _binary_column(
     return pc.cast(view_array, pa.binary(), safe=False)
 
 
-def _headers_column(buf: bytes, positions: np.ndarray, counts: np.ndarray) -> pa.Array:
+def _headers_column(buf: bytes | bytearray, positions: np.ndarray, counts: np.ndarray) -> pa.Array:
     if not counts.any():
         offsets = pa.py_buffer(np.zeros(len(positions) + 1, dtype=np.int32))
         empty = pa.array([], type=HEADERS_TYPE.value_type)
@@ -328,7 +328,7 @@ def _headers_column(buf: bytes, positions: np.ndarray, counts: np.ndarray) -> pa
             p += klen
             vlen, size = _scalar_varint(buf, p)
             p += size
-            value = None if vlen < 0 else buf[p : p + vlen]
+            value = None if vlen < 0 else bytes(buf[p : p + vlen])
             p += max(vlen, 0)
             row.append({"key": key, "value": value})
         rows.append(row)
@@ -368,8 +368,8 @@ def decode_batches(
     schema = arrow_schema(include_headers)
     if not sections:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    size = sum(len(section) for section in sections)
-    buf = bytearray(size + _PAD + (-size) % 8)
+    total_size = sum(len(section) for section in sections)
+    buf = bytearray(total_size + _PAD + (-total_size) % 8)
     pos = 0
     for section in sections:
         buf[pos : pos + len(section)] = section

@@ -111,18 +111,21 @@ class _Delivery:
         return self.count
 
 
+def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
+    """A column as Python values by case-insensitive name; all None when the DataFrame lacks it."""
+    for i, field_name in enumerate(batch.schema.names):
+        if field_name.lower() == name:
+            return batch.column(i).to_pylist()
+    return [None] * batch.num_rows
+
+
 def write_arrow(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> int:
     """Produce every row of ``batches``; returns the number delivered, raises if any delivery failed."""
     delivery = _Delivery(opts.client_config)
     for batch in batches:
-        names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
-
-        def column(name: str, n: int = batch.num_rows) -> list[Any]:
-            return batch.column(names[name]).to_pylist() if name in names else [None] * n
-
-        values, keys = column("value"), column("key")
-        topics = [opts.topic] * batch.num_rows if opts.topic is not None else column("topic")
-        partitions, headers = column("partition"), column("headers")
+        values, keys = _column(batch, "value"), _column(batch, "key")
+        topics = [opts.topic] * batch.num_rows if opts.topic is not None else _column(batch, "topic")
+        partitions, headers = _column(batch, "partition"), _column(batch, "headers")
         for i in range(batch.num_rows):
             topic = topics[i]
             if topic is None:
@@ -187,11 +190,11 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        batch_id = int(ctx.getLocalProperty("streaming.sql.batchId")) if ctx else None
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
         query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx else None
         if batch_id is not None and query_id:
             last = last_committed_batch(self.opts, commit_topic(self.opts, query_id))
-            if last is not None and batch_id <= last:
+            if last is not None and int(batch_id) <= last:
                 for _ in iterator:
                     pass
                 return SinkCommit(0, query_id, skipped=True)
