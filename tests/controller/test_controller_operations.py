@@ -326,7 +326,7 @@ async def test_controlled_shutdown_reports_partitions_it_cannot_move() -> None:
 async def test_topic_deletion_waits_while_a_replica_is_offline_then_completes(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="odradek.controller.controller")
+    caplog.set_level(logging.INFO, logger="odradek.controller")
     c = await cluster().start(3)
     try:
         controller = await c.wait_controller()
@@ -368,7 +368,7 @@ async def test_topic_deletion_disabled_drops_the_request() -> None:
 async def test_a_broker_answering_stale_controller_epoch_makes_an_outdated_controller_resign(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="odradek.controller.controller")
+    caplog.set_level(logging.WARNING, logger="odradek.controller")
     c = await cluster().start(3)
     try:
         zombie = await c.wait_controller()
