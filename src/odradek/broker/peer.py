@@ -44,7 +44,10 @@ class PeerConnection:
     async def request(self, api_key: int, version: int, body: Any, timeout: float) -> Any:
         if self._reader is None or self._writer is None:
             await self.connect()
-        assert self._reader is not None and self._writer is not None
+        # local references: close() from another task (a fetcher being stopped) must surface as a closed
+        # connection here, not as an AttributeError on a reader that was set to None mid-request
+        reader, writer = self._reader, self._writer
+        assert reader is not None and writer is not None
         schema = load_request_schema(api_key, version)
         header_cls: Any = schema.__header_schema__
         correlation = next(self._correlation)
@@ -59,10 +62,10 @@ class PeerConnection:
         entity_writer(schema)(buf, body)
         payload = buf.getbuffer()
         try:
-            self._writer.writelines([_SIZE.pack(len(payload)), payload])
-            await self._writer.drain()
-            (size,) = _SIZE.unpack(await asyncio.wait_for(self._reader.readexactly(4), timeout))
-            frame = await asyncio.wait_for(self._reader.readexactly(size), timeout)
+            writer.writelines([_SIZE.pack(len(payload)), payload])
+            await writer.drain()
+            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))
+            frame = await asyncio.wait_for(reader.readexactly(size), timeout)
         except BaseException:
             self.close()
             raise
