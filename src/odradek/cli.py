@@ -137,14 +137,14 @@ def topics(
                 raise click.UsageError("--create needs --topic")
             error, message = create_topic(conn, topic, partitions, replication_factor, _parse_overrides(configs))
             if error != ErrorCode.none:
-                raise click.ClickException(f"{error.name}: {message or ''}".rstrip(": "))
+                raise click.ClickException(f"{error.name.upper()}: {message or ''}".rstrip(": "))
             click.echo(f"Created topic {topic}.")
         elif action == "delete":
             if not topic:
                 raise click.UsageError("--delete needs --topic")
             error, message = delete_topic(conn, topic)
             if error != ErrorCode.none:
-                raise click.ClickException(f"{error.name}: {message or ''}".rstrip(": "))
+                raise click.ClickException(f"{error.name.upper()}: {message or ''}".rstrip(": "))
             click.echo(f"Deleted topic {topic}.")
         else:
             for line in describe_topics(conn, topic, under_replicated_partitions, unavailable_partitions):

@@ -72,6 +72,7 @@ class BrokerConfig:
     port: int = 0
     data_dir: str = ".odradek-data"
     values: Mapping[str, Any] = field(default_factory=lambda: {k: v for k, (_t, v) in BROKER_DEFAULTS.items()})
+    explicit: frozenset[str] = frozenset()
 
     @classmethod
     def build(
@@ -84,7 +85,8 @@ class BrokerConfig:
                 raise ValueError(f"unknown broker config {name!r}")
             values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
         values.update(typed)
-        return cls(host=host, port=port, data_dir=data_dir, values=values)
+        explicit = frozenset((overrides or {}).keys()) | frozenset(typed)
+        return cls(host=host, port=port, data_dir=data_dir, values=values, explicit=explicit)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -108,4 +110,5 @@ class BrokerConfig:
         """The broker-level defaults of topic configs (``log.retention.ms`` for ``retention.ms``, ...), typed."""
         from odradek.broker.topic_config import broker_defaults_from_properties
 
-        return broker_defaults_from_properties(self.properties())
+        props = self.properties()
+        return broker_defaults_from_properties({k: v for k, v in props.items() if k in self.explicit})
