@@ -129,6 +129,8 @@ class _RangeFetcher:
                 time.sleep(_RETRY_BACKOFF_S)
                 continue
             next_offset = batches[-1].last_offset + 1
+            if next_offset <= offset:
+                raise RuntimeError(f"fetch {p.topic}-{p.partition} at {offset} returned only older batches")
             if next_offset < p.end:
                 self._send(next_offset)
                 in_flight = True
@@ -222,7 +224,9 @@ class OdradekBatchReader(DataSourceReader):
             cluster.offsets_for_times,
             timestamp_strategy=opts.timestamp_strategy,
         )
-        end = resolve_bound(opts.ending, tps, earliest, latest, cluster.offsets_for_times)
+        end = resolve_bound(
+            opts.ending, tps, earliest, latest, cluster.offsets_for_times, timestamp_strategy="latest"
+        )
         ranges = []
         for tp in tps:
             if end[tp] < start[tp]:
@@ -243,6 +247,12 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._cluster: Cluster | None = None
         self._target: OffsetMap | None = None
         self._latest: OffsetMap | None = None
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader for its executors; an open admin client must stay behind.
+        state = dict(self.__dict__)
+        state["_cluster"] = None
+        return state
 
     @property
     def cluster(self) -> Cluster:

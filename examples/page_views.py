@@ -1,0 +1,132 @@
+"""Structured Streaming job: page views per page per minute, with a watermark, to a topic and to Parquet.
+
+Reads the clickstream through the odradek source, counts views in one-minute event-time windows
+(late events up to one minute are still counted; a window is emitted once the watermark passes it),
+and writes every finished window twice: as JSON records to an odradek topic (keyed by page) and as
+Parquet files. Each sink is its own query with its own checkpoint, so each is exactly-once on restart
+(Parquet: Spark's file sink; topic: the odradek sink's batch-id commit markers).
+
+    python examples/page_views.py --bootstrap HOST:PORT --workdir /tmp/pv --available-now
+    python examples/page_views.py --bootstrap HOST:PORT --workdir /tmp/pv --check totals.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from clickstream import FLUSH_PAGE, load_totals
+
+import odradek.spark
+
+EVENT_SCHEMA = "user string, page string, ts long"
+
+
+def page_views(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
+    events = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "50000")
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+        .select("e.page", (F.col("e.ts") / 1000).cast("timestamp").alias("event_time"))
+    )
+    return (
+        events.withWatermark("event_time", "1 minute")
+        .groupBy(F.window("event_time", "1 minute"), "page")
+        .count()
+        .where(F.col("page") != FLUSH_PAGE)
+        .select(
+            "page",
+            F.col("window.start").alias("window_start"),
+            (F.unix_timestamp("window.start") * 1000).alias("window_ms"),
+            F.col("count").alias("views"),
+        )
+    )
+
+
+def start_queries(spark: SparkSession, bootstrap: str, topic: str, out_topic: str, workdir: Path, available_now: bool):
+    views = page_views(spark, bootstrap, topic)
+    to_topic = (
+        views.select(
+            F.col("page").alias("key"),
+            F.to_json(F.struct("page", "window_ms", "views")).alias("value"),
+        )
+        .writeStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", out_topic)
+        .option("checkpointLocation", str(workdir / "checkpoint-topic"))
+        .outputMode("append")
+    )
+    to_parquet = (
+        views.writeStream.format("parquet")
+        .option("path", str(workdir / "page_views.parquet"))
+        .option("checkpointLocation", str(workdir / "checkpoint-parquet"))
+        .outputMode("append")
+    )
+    trigger = {"availableNow": True} if available_now else {"processingTime": "2 seconds"}
+    return [to_topic.trigger(**trigger).start(), to_parquet.trigger(**trigger).start()]
+
+
+def parquet_totals(spark: SparkSession, workdir: Path) -> Counter[tuple[str, int]]:
+    path = workdir / "page_views.parquet"
+    if not path.exists():
+        return Counter()
+    rows = spark.read.parquet(str(path)).collect()
+    totals: Counter[tuple[str, int]] = Counter()
+    for r in rows:
+        totals[(r.page, int(r.window_ms))] += r.views
+    return totals
+
+
+def session(app: str = "odradek-page-views") -> SparkSession:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local[2]"))
+        .appName(app)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    odradek.spark.register(spark)
+    return spark
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", default="clicks")
+    parser.add_argument("--out-topic", default="page-views")
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    parser.add_argument("--seconds", type=float, default=60.0, help="run time without --available-now")
+    parser.add_argument("--check", type=Path, help="compare the Parquet output with these generator totals")
+    args = parser.parse_args()
+    spark = session()
+    queries = start_queries(spark, args.bootstrap, args.topic, args.out_topic, args.workdir, args.available_now)
+    for q in queries:
+        q.awaitTermination(None if args.available_now else args.seconds)
+        q.stop()
+    got = parquet_totals(spark, args.workdir)
+    print(f"{sum(got.values())} page views in {len(got)} (page, minute) windows")
+    if args.check:
+        want = load_totals(args.check)
+        if got != want:
+            raise SystemExit(f"MISMATCH: {sum(got.values())} counted, {sum(want.values())} produced")
+        print("totals match what the generator produced")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
