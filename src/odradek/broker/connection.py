@@ -68,6 +68,8 @@ class Connection:
     async def serve(self) -> None:
         max_bytes = self.broker.config["socket.request.max.bytes"]
         try:
+            # The listener opens early (the port must be known to register it); requests wait for start-up.
+            await self.broker.serving.wait()
             while not (self.broker.stopping or self.broker.isolated):
                 try:
                     prefix = await self.reader.readexactly(4)

@@ -92,6 +92,7 @@ class Broker:
         self.running = False
         self.stopping = False
         self.isolated = False
+        self.serving = asyncio.Event()  # set once start-up is complete; requests wait for it, as Kafka's do
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -121,6 +122,7 @@ class Broker:
             await self.link.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
         self.running = True
+        self.serving.set()
         log.info("broker %d listening on %s:%d (data dir %s)", self.broker_id, self.host, self.port, self.data_dir)
 
     async def stop(self, controlled: bool = True) -> None:
