@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from spark_brokers import Broker
+from spark_brokers import Broker, wait_for
 
 pytestmark = pytest.mark.spark
 
@@ -24,9 +24,21 @@ def test_page_views_per_minute_match_what_the_generator_produced(spark, reader, 
 
     clicks, views_topic = broker.create_topic(2), broker.create_topic(1)
     totals = clickstream.generate(broker.bootstrap, clicks, events=3_000, minutes=3)
-    queries = page_views.start_queries(spark, broker.bootstrap, clicks, views_topic, tmp_path, available_now=True)
-    for query in queries:
-        assert query.awaitTermination(240)
+    queries = page_views.start_queries(spark, broker.bootstrap, clicks, views_topic, tmp_path)
+    try:
+        # Windows are final once the watermark passes them; wait for both sinks to hold all of them.
+        wait_for(
+            lambda: (
+                page_views.parquet_totals(spark, tmp_path) == totals
+                and reader().option("subscribe", views_topic).load().count() >= len(totals)
+            ),
+            what="every window in both sinks",
+            timeout_s=240,
+            interval_s=2,
+        )
+    finally:
+        for query in queries:
+            query.stop()
     assert page_views.parquet_totals(spark, tmp_path) == totals
 
     records = reader().option("subscribe", views_topic).load().collect()
