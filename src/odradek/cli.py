@@ -151,12 +151,10 @@ def topics(
                 click.echo(line)
 
 
-def _mount_optional() -> None:
-    try:
-        from odradek.cli_assign import assign
-    except ImportError:
-        return
+def _mount_subcommands() -> None:
+    from odradek.cli_assign import assign
+
     main.add_command(assign)
 
 
-_mount_optional()
+_mount_subcommands()
