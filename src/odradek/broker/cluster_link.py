@@ -173,14 +173,8 @@ class ClusterLink:
                 self._session_lost.set()
 
     async def stop(self) -> None:
-        self._stopping = True
-        self._session_lost.set()
-        if self.controller is not None:
-            await self.controller.stop()
-        if self._keeper is not None:
-            self._keeper.cancel()
-            await asyncio.gather(self._keeper, return_exceptions=True)
-        await self.transport.close()
+        """Leave the cluster cleanly: closing the session removes our registration at once."""
+        await self.abandon()
         if self.session is not None:
             with contextlib.suppress(Exception):
                 await self.session.close()
