@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 ISR_QUIET_MS = 5_000
 ISR_MAX_DELAY_MS = 60_000
 ADMIN_TIMEOUT_S = 30.0
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 SHUTDOWN_RETRY_BACKOFF_S = 1.0
 
 
@@ -359,6 +361,32 @@ class ClusterLink:
                 if parsed is not None:
                     out[topic] = dict(parsed.config)
         return out
+
+    # --- producer ids ---------------------------------------------------------------------------------------
+
+    async def allocate_producer_ids(self, size: int) -> tuple[int, int]:
+        """Reserve the next block of producer ids for the whole cluster by compare-and-set on
+        ``/latest_producer_id_block`` (Kafka's JSON: inclusive ``block_start``/``block_end`` strings)."""
+        assert self.session is not None
+        for _attempt in range(100):
+            try:
+                data, stat = await self.session.get(PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                doc = {"version": 1, "broker": self.broker.broker_id, "block_start": "0", "block_end": str(size - 1)}
+                try:
+                    await self.session.create(PRODUCER_ID_BLOCK, json.dumps(doc).encode())
+                except NodeExistsError:
+                    continue
+                return 0, size
+            start = int(json.loads(data)["block_end"]) + 1
+            doc = {"version": 1, "broker": self.broker.broker_id, "block_start": str(start),
+                   "block_end": str(start + size - 1)}
+            try:
+                await self.session.set(PRODUCER_ID_BLOCK, json.dumps(doc).encode(), expected_version=stat.version)
+            except BadVersionError:
+                continue
+            return start, start + size
+        raise KafkaError(ErrorCode.coordinator_not_available, "could not reserve a block of producer ids")
 
     # --- ISR changes, as the leader --------------------------------------------------------------------------
 

@@ -83,6 +83,7 @@ class Broker:
         else:
             self.link = ClusterLink(self, backend)
             self.admin = self.link
+            self.producer_ids.allocate = self.link.allocate_producer_ids
         self._server: asyncio.base_events.Server | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
