@@ -130,9 +130,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--bootstrap", help="use a running cluster instead of starting a broker")
-    parser.add_argument(
-        "--broker", choices=["odradek", "noida"], help="which broker to start (default: odradek, else noida)"
-    )
+    parser.add_argument("--broker", choices=["odradek", "noida"], help="which broker to start (default: odradek)")
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable

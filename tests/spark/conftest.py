@@ -1,7 +1,7 @@
 """Fixtures for the Spark source/sink tests: one broker and one local[2] SparkSession per test session.
 
-The broker is odradek itself (``python -m odradek up``); while odradek cannot start, the PyPI peer broker
-noida-db stands in (see ``spark_brokers.py``), so the source is exercised against a Kafka-compatible server.
+The broker is odradek itself (``python -m odradek up``). ODRADEK_SPARK_BROKER=noida runs the same tests
+against the PyPI peer broker noida-db (see ``spark_brokers.py``) as a second opinion.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Start a single Kafka-compatible broker for Spark tests and benchmarks: odradek, else noida-db.
+"""Start a single Kafka-compatible broker for Spark tests and benchmarks: odradek (or, on request, noida-db).
 
 Kept free of pytest so ``bench/spark_source.py`` can start the same broker the tests use.
 """
@@ -148,17 +148,20 @@ def start_noida(data_dir: str) -> tuple[subprocess.Popen, str] | None:
 
 
 def start_broker() -> Broker:
-    """odradek first; noida-db only while odradek cannot start (set ODRADEK_SPARK_BROKER=odradek to insist)."""
-    wanted = os.environ.get("ODRADEK_SPARK_BROKER", "")
-    for kind, starter in (("odradek", start_odradek), ("noida", start_noida)):
-        if wanted and kind != wanted:
-            continue
-        data_dir = tempfile.mkdtemp(prefix=f"spark-{kind}-")
-        started = starter(data_dir)
-        if started is not None:
-            return Broker(started[1], kind, started[0], data_dir)
+    """An odradek broker; ODRADEK_SPARK_BROKER=noida runs the same tests against the noida-db peer instead.
+
+    There is deliberately no silent fallback: a broker that cannot start must fail the tests.
+    """
+    kind = os.environ.get("ODRADEK_SPARK_BROKER", "odradek")
+    starters = {"odradek": start_odradek, "noida": start_noida}
+    if kind not in starters:
+        raise ValueError(f"ODRADEK_SPARK_BROKER must be one of {sorted(starters)}, not {kind!r}")
+    data_dir = tempfile.mkdtemp(prefix=f"spark-{kind}-")
+    started = starters[kind](data_dir)
+    if started is None:
         shutil.rmtree(data_dir, ignore_errors=True)
-    raise RuntimeError("no Kafka-compatible broker could be started for the Spark tests")
+        raise RuntimeError(f"the {kind} broker did not start within {BROKER_START_TIMEOUT_S:.0f} s")
+    return Broker(started[1], kind, started[0], data_dir)
 
 
 def stop_broker(b: Broker) -> None:
