@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from spark_brokers import Broker, wait_for
 
 pytestmark = pytest.mark.spark
@@ -103,3 +105,37 @@ def test_partitions_added_between_batches_are_read_from_their_start(spark, broke
     rows = spark.read.parquet(str(out)).collect()
     assert sorted(int(r.value) for r in rows) == list(range(40))
     assert {r.partition for r in rows} == {0, 1, 2}
+
+
+def test_a_deleted_topic_fails_the_query_unless_fail_on_data_loss_is_false(
+    spark, broker: Broker, tmp_path: Path
+) -> None:
+    keep, doomed = broker.create_topic(1), broker.create_topic(1)
+    broker.produce(keep, [{"value": b"k%d" % i} for i in range(5)])
+    broker.produce(doomed, [{"value": b"d%d" % i} for i in range(5)])
+    both = f"{keep},{doomed}"
+
+    def run(checkpoint: Path, **options: str):
+        out = tmp_path / f"out-{checkpoint.name}"
+        query = _to_parquet(_stream(spark, broker, both, **options), out, checkpoint).trigger(availableNow=True).start()
+        with contextlib.suppress(StreamingQueryException):  # a failed query is inspected via exception()
+            query.awaitTermination(QUERY_TIMEOUT_S)
+        return query, out
+
+    strict, lenient = tmp_path / "strict", tmp_path / "lenient"
+    for checkpoint in (strict, lenient):
+        query, _ = run(checkpoint)
+        assert query.exception() is None
+    admin = broker.admin()
+    for future in admin.delete_topics([doomed]).values():
+        future.result()
+    wait_for(lambda: doomed not in admin.list_topics(timeout=10).topics, what=f"{doomed} to be deleted")
+    broker.produce(keep, [{"value": b"k%d" % i} for i in range(5, 8)])
+
+    query, _ = run(strict)
+    assert query.exception() is not None and "failOnDataLoss" in str(query.exception())
+    query, out = run(lenient, failOnDataLoss="false")
+    assert query.exception() is None
+    assert sorted(r.value for r in spark.read.parquet(str(out)).collect()) == sorted(
+        [f"k{i}" for i in range(8)] + [f"d{i}" for i in range(5)]
+    )
