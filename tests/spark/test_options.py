@@ -68,6 +68,13 @@ def test_client_options_that_would_break_offset_tracking_are_refused() -> None:
         parse_source_options({"subscribe": "a"}, streaming=True)
 
 
+def test_the_source_refuses_listeners_its_fetch_client_cannot_speak() -> None:
+    with pytest.raises(OptionError, match="PLAINTEXT"):
+        parse_source_options({**BASE, "subscribe": "a", "kafka.security.protocol": "SASL_SSL"}, streaming=True)
+    opts = parse_sink_options({**BASE, "kafka.security.protocol": "SASL_SSL"})
+    assert opts.client_config["security.protocol"] == "SASL_SSL"
+
+
 def test_sink_options() -> None:
     opts = parse_sink_options({**BASE, "topic": "out"})
     assert opts.topic == "out" and opts.client_config == {"bootstrap.servers": "h:1"}

@@ -214,6 +214,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     if strategy not in ("error", "latest"):
         raise OptionError("startingOffsetsByTimestampStrategy must be error or latest")
     config = client_config(options)
+    protocol = config.get("security.protocol", "plaintext").lower()
+    if protocol != "plaintext":
+        raise OptionError(
+            f"kafka.security.protocol={protocol}: the source fetches over its own PLAINTEXT client "
+            "(the sink accepts any protocol confluent-kafka supports)"
+        )
     isolation = config.pop("isolation.level", "read_uncommitted")
     if isolation != "read_uncommitted":
         raise OptionError("only kafka.isolation.level=read_uncommitted is supported by this source")
