@@ -73,7 +73,6 @@ class SourceOptions:
     timestamp_strategy: Literal["error", "latest"]
     poll_timeout_ms: int
     max_partition_fetch_bytes: int
-    isolation_level: int
 
 
 @dataclass(frozen=True)
@@ -179,7 +178,7 @@ def _partition_map(text: str, name: str) -> dict[TopicPartition, int]:
     return out
 
 
-def _bound(options: Mapping[str, str], prefix: str, default: str, *, streaming: bool) -> OffsetBound:
+def _bound(options: Mapping[str, str], prefix: str, default: str) -> OffsetBound:
     """Resolve one of start/end; a timestamp option wins over per-partition times, which win over offsets."""
     ts = _get(options, f"{prefix}Timestamp")
     if ts is not None:
@@ -198,14 +197,14 @@ def _bound(options: Mapping[str, str], prefix: str, default: str, *, streaming: 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Validate reader options the way Spark's Kafka source does for the given mode."""
-    starting = _bound(options, "starting", "latest" if streaming else "earliest", streaming=streaming)
+    starting = _bound(options, "starting", "latest" if streaming else "earliest")
     if streaming:
         for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
             if _get(options, name) is not None:
                 raise OptionError(f"option {name} is for batch queries only")
         ending = OffsetBound("latest")
     else:
-        ending = _bound(options, "ending", "latest", streaming=False)
+        ending = _bound(options, "ending", "latest")
         if starting.kind == "latest" or (starting.kind == "offsets" and LATEST in starting.offsets.values()):
             raise OptionError("startingOffsets may not be latest in a batch query")
         if ending.kind == "earliest" or (ending.kind == "offsets" and EARLIEST in ending.offsets.values()):
@@ -238,7 +237,6 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         timestamp_strategy=strategy,  # type: ignore[arg-type]
         poll_timeout_ms=poll,
         max_partition_fetch_bytes=fetch_bytes,
-        isolation_level=0,
     )
 
 

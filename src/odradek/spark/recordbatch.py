@@ -114,7 +114,6 @@ def verify_crc(blob: bytes | memoryview, batch: BatchInfo) -> None:
 
 
 _TERMINATORS = np.uint64(0x8080808080808080)
-_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 class _Bytes:
@@ -128,7 +127,6 @@ class _Bytes:
 
     def __init__(self, buf: bytes | bytearray) -> None:
         self.buf = buf
-        self.u8 = np.frombuffer(buf, dtype=np.uint8)
         self.words = np.frombuffer(buf, dtype="<u8", count=len(buf) // 8)
 
     def word_at(self, pos: np.ndarray) -> np.ndarray:
