@@ -151,6 +151,21 @@ def topics(
                 click.echo(line)
 
 
+@main.command()
+@click.option("--brokers", default=3, show_default=True, type=int)
+@click.option("--events", default=20000, show_default=True, type=int, help="clickstream events to produce")
+@click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
+@click.option("--data-dir", default=None, type=click.Path(path_type=Path))
+def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> None:
+    """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
+    from odradek.demo import run
+    from odradek.standalone import configure_logging
+
+    configure_logging("WARNING")
+    if not run(brokers, events, seconds, data_dir):
+        raise SystemExit(1)
+
+
 def _mount_subcommands() -> None:
     from odradek.cli_assign import assign
 

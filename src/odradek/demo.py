@@ -1,0 +1,118 @@
+"""``odradek demo``: the example pipeline end to end, with a broker failure in the middle.
+
+It starts a cluster in this process (three brokers on the embedded store by default), creates the clickstream topic
+(RF 3, min.insync.replicas 2 when there are three brokers), starts the Structured Streaming job of
+``examples/page_views.py`` (page views per page per minute, to a topic and to Parquet), produces the clickstream of
+``examples/clickstream.py`` at a steady rate, kills the leader of partition 0 halfway and restarts it, then waits
+until the Parquet output holds exactly the totals the generator produced, and says whether it did. The examples are
+read from the checkout: ``make demo`` runs this from the repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from odradek.cluster import LocalCluster
+
+log = logging.getLogger(__name__)
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _examples() -> tuple[Any, Any]:
+    if not (EXAMPLES / "page_views.py").exists():
+        raise SystemExit(f"odradek demo runs from a checkout: {EXAMPLES} not found")
+    sys.path.insert(0, str(EXAMPLES))
+    import clickstream  # type: ignore[import-not-found]
+    import page_views  # type: ignore[import-not-found]
+
+    return clickstream, page_views
+
+
+class _ClusterThread:
+    """The cluster on its own event loop, so Spark and the generator can block the main thread."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="odradek-demo-cluster", daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Any, timeout: float = 120) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.call(self.cluster.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def run(brokers: int, events: int, seconds: float, data_dir: Path | None) -> bool:
+    clickstream, page_views = _examples()
+    workdir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-demo-"))
+    cluster = _ClusterThread(LocalCluster(brokers, workdir / "cluster", overrides={
+        "group.initial.rebalance.delay.ms": "0", "zookeeper.session.timeout.ms": "3000",
+    }))
+    try:
+        cluster.call(cluster.cluster.start())
+        bootstrap = cluster.cluster.bootstrap
+        print(f"cluster of {brokers} up: bootstrap.servers={bootstrap}", flush=True)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        rf = min(3, brokers)
+        configs = {"min.insync.replicas": "2"} if rf == 3 else {}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topics = [NewTopic("clicks", 3, rf, config=configs), NewTopic("page-views", 1, rf)]
+        for fut in admin.create_topics(topics).values():
+            fut.result(60)
+        spark = page_views.session("odradek-demo")
+        queries = page_views.start_queries(spark, bootstrap, "clicks", "page-views", workdir / "job")
+        produced: Counter[tuple[str, int]] = Counter()
+
+        def generate() -> None:
+            produced.update(clickstream.generate(bootstrap, "clicks", events=events, minutes=5,
+                                                 rate_per_s=events / max(seconds / 2, 1)))
+
+        generator = threading.Thread(target=generate, name="clickstream")
+        generator.start()
+        if brokers > 1:
+            time.sleep(seconds / 4)
+            victim = cluster.call(_leader_of(cluster.cluster, "clicks", 0))
+            print(f"killing broker {victim} (leader of clicks-0) while the pipeline runs", flush=True)
+            cluster.call(cluster.cluster.kill(victim))
+            time.sleep(min(10.0, seconds / 8))
+            cluster.call(cluster.cluster.start_broker(victim))
+            print(f"broker {victim} restarted", flush=True)
+        generator.join()
+        deadline = time.monotonic() + seconds
+        got: Counter[tuple[str, int]] = Counter()
+        while time.monotonic() < deadline:
+            got = page_views.parquet_totals(spark, workdir / "job")
+            if got == produced:
+                break
+            time.sleep(2)
+        for q in queries:
+            q.stop()
+        spark.stop()
+        print(f"produced {sum(produced.values())} page views in {len(produced)} (page, minute) windows")
+        print(f"counted  {sum(got.values())} page views in {len(got)} windows (Parquet)")
+        ok = got == produced
+        print("totals match: nothing lost, nothing counted twice" if ok else "MISMATCH between produced and counted")
+        return ok
+    finally:
+        cluster.close()
+
+
+async def _leader_of(cluster: LocalCluster, topic: str, partition: int) -> int:
+    for broker in cluster.brokers.values():
+        leader = broker.metadata.leader_for(topic, partition)
+        if broker.running and leader is not None:
+            return leader
+    return 0
