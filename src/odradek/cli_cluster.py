@@ -59,7 +59,7 @@ def partition_assignment(conn: KafkaConnection, topics: Iterable[str] | None) ->
     out: dict[TP, list[int]] = {}
     for t in response.topics:
         if t.error_code != ErrorCode.none:
-            raise click.ClickException(f"topic {t.name}: {ErrorCode(t.error_code).name}")
+            raise click.ClickException(f"topic {t.name}: {ErrorCode(t.error_code).name.upper()}")
         for p in t.partitions:
             out[(t.name, p.partition_index)] = [int(r) for r in p.replica_nodes]
     return out
@@ -84,7 +84,7 @@ def elect_leaders(conn: KafkaConnection, election_type: int, partitions: Iterabl
     response = conn.request(ELECT_LEADERS, cls(**kwargs), version)
     top = ErrorCode(getattr(response, "error_code", 0))
     if top != ErrorCode.none:
-        raise click.ClickException(f"leader election failed: {top.name}")
+        raise click.ClickException(f"leader election failed: {top.name.upper()}")
     return {
         (t.topic, int(p.partition_id)): (ErrorCode(p.error_code), p.error_message)
         for t in response.replica_election_results for p in t.partition_result
@@ -105,7 +105,7 @@ def alter_reassignments(conn: KafkaConnection, targets: Mapping[TP, list[int] | 
     response = conn.request(ALTER_REASSIGNMENTS, request, version)
     top = ErrorCode(response.error_code)
     if top != ErrorCode.none:
-        raise click.ClickException(f"reassignment failed: {top.name}: {response.error_message or ''}")
+        raise click.ClickException(f"reassignment failed: {top.name.upper()}: {response.error_message or ''}")
     return {
         (t.name, int(p.partition_index)): (ErrorCode(p.error_code), p.error_message)
         for t in response.responses for p in t.partitions
@@ -118,7 +118,7 @@ def list_reassignments(conn: KafkaConnection) -> dict[TP, tuple[list[int], list[
     response = conn.request(LIST_REASSIGNMENTS, cls(timeout=datetime.timedelta(seconds=30), topics=None), version)
     top = ErrorCode(response.error_code)
     if top != ErrorCode.none:
-        raise click.ClickException(f"listing reassignments failed: {top.name}")
+        raise click.ClickException(f"listing reassignments failed: {top.name.upper()}")
     return {
         (t.name, int(p.partition_index)): (
             [int(r) for r in p.replicas], [int(r) for r in p.adding_replicas], [int(r) for r in p.removing_replicas])
@@ -236,7 +236,7 @@ def reassign(
             failed = {tp: o for tp, o in outcomes.items() if o[0] != ErrorCode.none}
             if failed:
                 for (t, p), (error, message) in sorted(failed.items()):
-                    click.echo(f"Error reassigning partition(s) {t}-{p}: {error.name} {message or ''}".rstrip())
+                    click.echo(f"Error reassigning partition(s) {t}-{p}: {error.name.upper()} {message or ''}".rstrip())
                 raise click.ClickException("some reassignments could not be started")
             click.echo(f"Successfully started partition reassignments for {_names(targets)}")
             return
@@ -307,7 +307,7 @@ def elect(
         click.echo(f"Error completing leader election ({name}) for partitions {_names(failed)}")
         for (t, p), (error, message) in sorted(failed.items()):
             click.echo(f"Error completing leader election ({name}) for partition: {t}-{p}: "
-                       f"{error.name}{': ' + message if message else ''}")
+                       f"{error.name.upper()}{': ' + message if message else ''}")
         raise click.ClickException(f"{len(failed)} replica(s) could not be elected")
 
 
