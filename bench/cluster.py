@@ -1,0 +1,337 @@
+"""End-to-end cluster benchmarks on real brokers (issue 5): failover and shutdown times, acks=all throughput.
+
+Unlike ``bench/controller.py`` (simulated brokers, the controller's own work), every phase here runs real odradek
+brokers of a :class:`~odradek.cluster.LocalCluster` on the embedded store: the brokers open the logs, apply
+LeaderAndIsr, start fetchers and answer the controller, so a phase ends when the *brokers* have done the work.
+
+Phases (each prints one line; ``--only`` picks some):
+
+* ``shutdown``: controlled shutdown of a broker leading ``--partitions`` partitions (RF 3); time until its
+  controlled-shutdown call returns, and until every partition is led (broker-side) by another broker.
+* ``failover``: the same broker, leading them all again after a preferred election, is killed; its session is
+  expired at once (so the number excludes ``zookeeper.session.timeout.ms``, which is pure configuration); time
+  until every partition is led by a surviving broker.
+* ``controller``: the controller's broker is killed (session expired at once) in a cluster holding
+  ``--controller-partitions`` partitions (RF 1 on the other brokers, so only the controller moves); time until
+  another broker is controller and has sent, and had answered, every request of its failover.
+* ``throughput``: an idempotent acks=all confluent-kafka producer against a 6-partition RF 3 topic with
+  min.insync.replicas=2; messages/s, MB/s and per-message delivery latency percentiles.
+
+    .venv/bin/python bench/cluster.py --partitions 10000 --controller-partitions 100000
+
+Partitions are created in bulk by writing ``/brokers/topics/{topic}`` with its replica assignment straight into the
+store (what CreateTopics does after validation), so the creation time is the controller's and brokers' work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import resource
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from odradek.cluster import LocalCluster
+from odradek.controller import PREFERRED
+from odradek.coordination import znodes as zn
+
+T = TypeVar("T")
+FDS_PER_LOG = 3  # an open partition log holds its segment, offset index and time index open
+OVERRIDES = {"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "30000",
+             "leader.imbalance.check.interval.seconds": "3000", "group.initial.rebalance.delay.ms": "0",
+             "offsets.topic.num.partitions": "3"}
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Each open partition log holds file descriptors and all brokers share this process."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= wanted:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, max(hard, wanted)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+class LoopThread:
+    """The cluster's event loop on its own thread, so blocking Kafka clients can run on the main one."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 3600) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.01) -> float:
+    start = time.perf_counter()
+    while not predicate():
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError(f"{what} did not happen within {timeout}s")
+        await asyncio.sleep(interval)
+    return time.perf_counter()
+
+
+def led_by(cluster: LocalCluster, topic: str, count: int, brokers: set[int] | None = None) -> int:
+    """Partitions of ``topic`` whose leader is running and acts as leader (broker-side state, not metadata)."""
+    led = 0
+    for broker_id, b in cluster.brokers.items():
+        if not b.running or (brokers is not None and broker_id not in brokers):
+            continue
+        led += sum(1 for (t, _i), part in b.partitions.items() if t == topic and part.is_leader)
+    return led
+
+
+async def create_bulk(cluster: LocalCluster, topic: str, assignment: dict[int, tuple[int, ...]]) -> float:
+    """Write the topic's assignment znode directly; seconds until every partition is led broker-side."""
+    broker = next(b for b in cluster.brokers.values() if b.running)
+    assert broker.link is not None and broker.link.session is not None
+    start = time.perf_counter()
+    await broker.link.session.create(zn.topic_path(topic), zn.TopicAssignment(assignment).to_json())
+    end = await wait_until(lambda: led_by(cluster, topic, len(assignment)) == len(assignment), 1800,
+                           f"{len(assignment)} partitions led")
+    return end - start
+
+
+def controller_of(cluster: LocalCluster) -> Any:
+    cid = cluster.controller_id()
+    assert cid is not None
+    controller = cluster.brokers[cid].link.controller  # type: ignore[union-attr]
+    return cid, controller
+
+
+async def kill_now(cluster: LocalCluster, broker_id: int) -> None:
+    """SIGKILL and an immediate session expiry: the failure is detected at once."""
+    broker = cluster.brokers[broker_id]
+    session = broker.link.session if broker.link is not None else None
+    await cluster.kill(broker_id)
+    if session is not None:
+        cluster.backend.expire(session.session_id)
+
+
+async def leadership_phases(data_dir: Path, partitions: int, results: dict[str, Any]) -> None:
+    cluster = LocalCluster(3, data_dir, overrides=OVERRIDES)
+    await cluster.start()
+    try:
+        topic = "lead"
+        # the broker under test must not be the controller, or its shutdown and death also move the controller
+        cid, _ctl = controller_of(cluster)
+        victim = next(b for b in (2, 1, 0) if b != cid)
+        a, b = (x for x in range(3) if x != victim)
+        assignment = {p: (victim, a, b) if p % 2 == 0 else (victim, b, a) for p in range(partitions)}
+        survivors = {a, b}
+        results["create_s"] = await create_bulk(cluster, topic, assignment)
+        print(f"created {partitions} partitions (RF 3, all led by broker {victim}) in {results['create_s']:.2f} s",
+              flush=True)
+        _cid, ctl = controller_of(cluster)
+        await ctl.wait_idle()
+
+        # --- controlled shutdown ---------------------------------------------------------------------------
+        link = cluster.brokers[victim].link
+        assert link is not None
+        original = link.controlled_shutdown
+        marks: dict[str, float] = {}
+
+        async def timed() -> None:
+            await original()
+            marks["returned"] = time.perf_counter()
+
+        link.controlled_shutdown = timed  # type: ignore[method-assign]
+        start = time.perf_counter()
+        stopper = asyncio.create_task(cluster.stop_broker(victim, controlled=True))
+        moved = await wait_until(lambda: led_by(cluster, topic, partitions, survivors) == partitions, 600,
+                                 "leaders moved off the broker")
+        await stopper
+        results["shutdown_call_s"] = marks["returned"] - start
+        results["shutdown_moved_s"] = moved - start
+        print(f"controlled shutdown of a broker leading {partitions}: call returned {results['shutdown_call_s']:.2f} s,"
+              f" every partition led elsewhere {results['shutdown_moved_s']:.2f} s", flush=True)
+
+        # --- back, preferred leaders again ------------------------------------------------------------------
+        await cluster.start_broker(victim)
+        _cid, ctl = controller_of(cluster)
+        await wait_until(lambda: sum(1 for tp, s in ctl.ctx.leadership.items() if tp.topic == topic
+                                     and len(s.isr) == 3) == partitions, 600, "the broker back in every ISR", 0.2)
+        await ctl.elect_leaders(None, PREFERRED)
+        await wait_until(lambda: led_by(cluster, topic, partitions, {victim}) == partitions, 600,
+                         "the broker leading again", 0.05)
+        await controller_of(cluster)[1].wait_idle()
+
+        # --- leader failover --------------------------------------------------------------------------------
+        start = time.perf_counter()
+        await kill_now(cluster, victim)
+        moved = await wait_until(lambda: led_by(cluster, topic, partitions, survivors) == partitions, 600,
+                                 "leaders failed over")
+        results["failover_s"] = moved - start
+        print(f"leader failover after killing a broker leading {partitions}: {results['failover_s']:.2f} s",
+              flush=True)
+    finally:
+        await cluster.stop()
+
+
+async def controller_phase(data_dir: Path, partitions: int, results: dict[str, Any]) -> None:
+    cluster = LocalCluster(4, data_dir, overrides=OVERRIDES)
+    await cluster.start()
+    try:
+        cid, _ctl = controller_of(cluster)
+        others = [b for b in range(4) if b != cid]
+        per_topic = 10_000
+        created = 0.0
+        for t in range((partitions + per_topic - 1) // per_topic):
+            count = min(per_topic, partitions - t * per_topic)
+            layout = {p: (others[(t * per_topic + p) % 3],) for p in range(count)}
+            created += await create_bulk(cluster, f"c{t}", layout)
+        results["controller_create_s"] = created
+        print(f"created {partitions} partitions (RF 1 on the 3 non-controller brokers) in {created:.1f} s", flush=True)
+        _cid, ctl = controller_of(cluster)
+        await ctl.wait_idle()
+        old_epoch = ctl.epoch
+        start = time.perf_counter()
+        await kill_now(cluster, cid)
+        active = await wait_until(lambda: cluster.controller_id() not in (None, cid), 600, "a new controller")
+        _new, ctl = controller_of(cluster)
+        await ctl.wait_idle()
+        done = time.perf_counter()
+        assert ctl.epoch > old_epoch
+        results["controller_active_s"] = active - start
+        results["controller_done_s"] = done - start
+        print(f"controller failover with {partitions} partitions: controller active {active - start:.2f} s, "
+              f"failover work sent and answered {done - start:.2f} s", flush=True)
+    finally:
+        await cluster.stop()
+
+
+def throughput_phase(data_dir: Path, messages: int, size: int, rate: int, results: dict[str, Any]) -> None:
+    from confluent_kafka import Producer
+
+    from odradek.admin import create_topic
+    from odradek.client import KafkaConnection
+
+    loop = LoopThread()
+    cluster = loop.call(_make(data_dir))
+    try:
+        loop.call(cluster.start())
+        bootstrap = loop.call(_bootstrap(cluster))
+        with KafkaConnection(bootstrap) as conn:
+            create_topic(conn, "tp", 6, 3, {"min.insync.replicas": "2"})
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "batch.num.messages": 10000, "message.timeout.ms": 120000})
+        payload = b"x" * size
+        latencies: list[float] = []
+        sent_at: dict[int, float] = {}
+
+        def done(err: Any, msg: Any) -> None:
+            if err is None:
+                latencies.append(time.perf_counter() - sent_at.pop(int(msg.key())))
+
+        for _ in range(2000):  # warm-up: connections, metadata, producer id
+            producer.produce("tp", key=b"-1", value=payload)
+        producer.flush(60)
+        start = time.perf_counter()
+        for i in range(messages):
+            while True:
+                try:
+                    sent_at[i] = time.perf_counter()
+                    producer.produce("tp", key=str(i).encode(), value=payload, on_delivery=done)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            if i % 1000 == 0:
+                producer.poll(0)
+        producer.flush(300)
+        elapsed = time.perf_counter() - start
+        latencies.sort()
+        results.update({
+            "tput_msgs_s": len(latencies) / elapsed, "tput_mb_s": len(latencies) * size / elapsed / 1e6,
+            "p50_ms": 1000 * latencies[len(latencies) // 2], "p99_ms": 1000 * latencies[int(len(latencies) * 0.99)],
+            "mean_ms": 1000 * statistics.fmean(latencies), "acked": len(latencies),
+        })
+        print(f"acks=all RF 3 idempotent, {size} B messages: {results['tput_msgs_s']:.0f} msg/s "
+              f"({results['tput_mb_s']:.1f} MB/s), latency p50 {results['p50_ms']:.1f} ms "
+              f"p99 {results['p99_ms']:.1f} ms"
+              f" ({results['acked']}/{messages} acknowledged)", flush=True)
+        # the same producer paced well below saturation: latency without queueing behind the backlog
+        latencies.clear()
+        paced = rate * 10
+        start = time.perf_counter()
+        for i in range(paced):
+            due = start + i / rate
+            while (now := time.perf_counter()) < due:
+                producer.poll(min(due - now, 0.001))
+            sent_at[messages + i] = time.perf_counter()
+            producer.produce("tp", key=str(messages + i).encode(), value=payload, on_delivery=done)
+        producer.flush(120)
+        latencies.sort()
+        results.update({"paced_rate": rate, "paced_p50_ms": 1000 * latencies[len(latencies) // 2],
+                        "paced_p99_ms": 1000 * latencies[int(len(latencies) * 0.99)]})
+        print(f"paced at {rate} msg/s for 10 s: latency p50 {results['paced_p50_ms']:.1f} ms "
+              f"p99 {results['paced_p99_ms']:.1f} ms", flush=True)
+    finally:
+        loop.call(cluster.stop())
+        loop.close()
+
+
+async def _make(data_dir: Path) -> LocalCluster:
+    return LocalCluster(3, data_dir, overrides=OVERRIDES)
+
+
+async def _bootstrap(cluster: LocalCluster) -> str:
+    return cluster.bootstrap
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=2_000)
+    parser.add_argument("--controller-partitions", type=int, default=5_000)
+    parser.add_argument("--rate", type=int, default=5_000, help="paced latency run: messages per second")
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--only", default="shutdown,failover,controller,throughput")
+    parser.add_argument("--profile", default=None, help="write a cProfile of the run here")
+    parser.add_argument("--json", default=None, help="write the numbers here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    only = set(args.only.split(","))
+    logs = max(3 * args.partitions if only & {"shutdown", "failover"} else 0,
+               args.controller_partitions if "controller" in only else 0)
+    limit = raise_fd_limit(FDS_PER_LOG * logs + 2_000)
+    print(f"file descriptor limit {limit}; the largest shape needs about {FDS_PER_LOG * logs + 2_000}", flush=True)
+    if FDS_PER_LOG * logs + 2_000 > limit:
+        raise SystemExit("the shapes do not fit this process's file descriptor limit (all brokers share it)")
+    results: dict[str, Any] = {}
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+        if only & {"shutdown", "failover"}:
+            asyncio.run(leadership_phases(Path(tmp) / "lead", args.partitions, results))
+        if "controller" in only:
+            asyncio.run(controller_phase(Path(tmp) / "controller", args.controller_partitions, results))
+        if "throughput" in only:
+            throughput_phase(Path(tmp) / "tput", args.messages, args.size, args.rate, results)
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
