@@ -123,6 +123,31 @@ async def kill_now(cluster: LocalCluster, broker_id: int) -> None:
         cluster.backend.expire(session.session_id)
 
 
+class Window:
+    """cProfile switched on only inside measured windows, so set-up (bulk creation) does not drown them."""
+
+    def __init__(self, path: str | None) -> None:
+        import cProfile
+
+        self.profiler = cProfile.Profile() if path else None
+        self.path = path
+
+    def __enter__(self) -> None:
+        if self.profiler is not None:
+            self.profiler.enable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.profiler is not None:
+            self.profiler.disable()
+
+    def dump(self) -> None:
+        if self.profiler is not None and self.path:
+            self.profiler.dump_stats(self.path)
+
+
+PROFILE = Window(None)
+
+
 async def leadership_phases(data_dir: Path, partitions: int, results: dict[str, Any]) -> None:
     cluster = LocalCluster(3, data_dir, overrides=OVERRIDES)
     await cluster.start()
@@ -151,11 +176,12 @@ async def leadership_phases(data_dir: Path, partitions: int, results: dict[str, 
             marks["returned"] = time.perf_counter()
 
         link.controlled_shutdown = timed  # type: ignore[method-assign]
-        start = time.perf_counter()
-        stopper = asyncio.create_task(cluster.stop_broker(victim, controlled=True))
-        moved = await wait_until(lambda: led_by(cluster, topic, partitions, survivors) == partitions, 600,
-                                 "leaders moved off the broker")
-        await stopper
+        with PROFILE:
+            start = time.perf_counter()
+            stopper = asyncio.create_task(cluster.stop_broker(victim, controlled=True))
+            moved = await wait_until(lambda: led_by(cluster, topic, partitions, survivors) == partitions, 600,
+                                     "leaders moved off the broker")
+            await stopper
         results["shutdown_call_s"] = marks["returned"] - start
         results["shutdown_moved_s"] = moved - start
         print(f"controlled shutdown of a broker leading {partitions}: call returned {results['shutdown_call_s']:.2f} s,"
@@ -172,10 +198,11 @@ async def leadership_phases(data_dir: Path, partitions: int, results: dict[str, 
         await controller_of(cluster)[1].wait_idle()
 
         # --- leader failover --------------------------------------------------------------------------------
-        start = time.perf_counter()
-        await kill_now(cluster, victim)
-        moved = await wait_until(lambda: led_by(cluster, topic, partitions, survivors) == partitions, 600,
-                                 "leaders failed over")
+        with PROFILE:
+            start = time.perf_counter()
+            await kill_now(cluster, victim)
+            moved = await wait_until(lambda: led_by(cluster, topic, partitions, survivors) == partitions, 600,
+                                     "leaders failed over")
         results["failover_s"] = moved - start
         print(f"leader failover after killing a broker leading {partitions}: {results['failover_s']:.2f} s",
               flush=True)
@@ -200,12 +227,13 @@ async def controller_phase(data_dir: Path, partitions: int, results: dict[str, A
         _cid, ctl = controller_of(cluster)
         await ctl.wait_idle()
         old_epoch = ctl.epoch
-        start = time.perf_counter()
-        await kill_now(cluster, cid)
-        active = await wait_until(lambda: cluster.controller_id() not in (None, cid), 600, "a new controller")
-        _new, ctl = controller_of(cluster)
-        await ctl.wait_idle()
-        done = time.perf_counter()
+        with PROFILE:
+            start = time.perf_counter()
+            await kill_now(cluster, cid)
+            active = await wait_until(lambda: cluster.controller_id() not in (None, cid), 600, "a new controller")
+            _new, ctl = controller_of(cluster)
+            await ctl.wait_idle()
+            done = time.perf_counter()
         assert ctl.epoch > old_epoch
         results["controller_active_s"] = active - start
         results["controller_done_s"] = done - start
@@ -301,7 +329,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--only", default="shutdown,failover,controller,throughput")
-    parser.add_argument("--profile", default=None, help="write a cProfile of the run here")
+    parser.add_argument("--profile", default=None, help="write a cProfile of the measured windows here")
     parser.add_argument("--json", default=None, help="write the numbers here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -313,12 +341,8 @@ def main() -> None:
     if FDS_PER_LOG * logs + 2_000 > limit:
         raise SystemExit("the shapes do not fit this process's file descriptor limit (all brokers share it)")
     results: dict[str, Any] = {}
-    profiler = None
-    if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
-        profiler.enable()
+    global PROFILE
+    PROFILE = Window(args.profile)
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         if only & {"shutdown", "failover"}:
             asyncio.run(leadership_phases(Path(tmp) / "lead", args.partitions, results))
@@ -326,9 +350,7 @@ def main() -> None:
             asyncio.run(controller_phase(Path(tmp) / "controller", args.controller_partitions, results))
         if "throughput" in only:
             throughput_phase(Path(tmp) / "tput", args.messages, args.size, args.rate, results)
-    if profiler is not None:
-        profiler.disable()
-        profiler.dump_stats(args.profile)
+    PROFILE.dump()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 
