@@ -16,7 +16,10 @@ from itertools import repeat
 from .java import string_hash
 from .sticky_state import StickyState
 
-__all__ = ["GeneralBuilder"]
+__all__ = ["MOVE_BOUND_FACTOR", "GeneralBuilder"]
+
+#: Moves per reassignable partition after which the rebalancing loop gives up (see ``_perform_reassignments``).
+MOVE_BOUND_FACTOR = 10
 
 
 class _JavaHashSet:
@@ -158,6 +161,7 @@ class GeneralBuilder:
         self.entry_of: dict[int, tuple[int, str, int]] = {}
         self.revocation_required = False
         self._owners: _OwnerIndex | None = None
+        self._moves = 0
         self._subscribers: _SubscriberIndex | None = None
         self.movements = _Movements(state)
         self.max_size = [self._max_assignment_size(m) for m in range(n_members)]
@@ -371,14 +375,24 @@ class GeneralBuilder:
         return True
 
     def _perform_reassignments(self, partitions: list[int]) -> bool:
+        """Kafka's ``performReassignments``, with one deliberate difference: a bound on the number of moves.
+
+        Kafka's loop repeats while a pass moved anything, and ``PartitionMovements`` may answer a move by moving a
+        partition back along an earlier chain (A->B->C makes "C gives to A" move A's old partition back from B).
+        Some inputs then ping-pong one partition between two members forever: Kafka itself never returns there
+        (librdkafka's line-by-line port hit the same, issue 4783).  After ``MOVE_BOUND_FACTOR`` moves per
+        partition the loop stops and the caller's balance-score check decides between this result and the
+        pre-balance assignment; wherever Kafka terminates, the bound is far above the moves it makes.
+        """
         performed = False
         topic_of = self._topic_of
         cur = self.cur
         s = self.s
+        budget = MOVE_BOUND_FACTOR * len(partitions) + 1000
         while True:
             modified = False
             for g in partitions:
-                if self._is_balanced():
+                if self._is_balanced() or self._moves > budget:
                     break
                 t = topic_of[g]
                 c = self.owner.get(g)
@@ -410,7 +424,7 @@ class GeneralBuilder:
                     if len(cur[c]) > self._subscribers.smallest(t) + 1:
                         self._reassign_to_least_loaded(g)
                         performed = modified = True
-            if not modified:
+            if not modified or self._moves > budget:
                 return performed
 
     def _reassign_to_least_loaded(self, g: int) -> None:
@@ -426,6 +440,7 @@ class GeneralBuilder:
         self._process_move(moved, new)
 
     def _process_move(self, g: int, new: int) -> None:
+        self._moves += 1
         old = self.owner[g]
         self._remove(old)
         self._remove(new)
