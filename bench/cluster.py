@@ -321,6 +321,117 @@ async def _bootstrap(cluster: LocalCluster) -> str:
     return cluster.bootstrap
 
 
+def _metadata_leaders(address: str, topic: str) -> dict[int, tuple[int, int]]:
+    """partition -> (leader, ISR size) as clients see it."""
+    from odradek.admin import metadata
+    from odradek.client import KafkaConnection
+
+    with KafkaConnection(address) as conn:
+        response = metadata(conn, [topic])
+    return {p.partition_index: (p.leader_id, len(p.isr_nodes)) for t in response.topics for p in t.partitions}
+
+
+def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> None:
+    """Controlled shutdown and leader failover with ``odradek broker`` processes on a real ZooKeeper, measured
+    from outside as clients see it (Metadata polled from a surviving broker)."""
+    import datetime
+    import signal
+    import subprocess
+    import sys
+
+    from kio.index import load_request_schema
+
+    from odradek.admin import metadata as admin_metadata
+    from odradek.cli_cluster import controller_connection, elect_leaders
+    from odradek.client import KafkaConnection
+    from odradek.coordination.localzk import LocalZooKeeper
+
+    server = LocalZooKeeper(base / "zk", quick_start=False).start()
+    procs: dict[int, subprocess.Popen[bytes]] = {}
+    ports: dict[int, int] = {}
+
+    def start(broker_id: int) -> None:
+        ready = base / f"b{broker_id}.ready"
+        ready.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(broker_id), "--zookeeper",
+               f"{server.hosts}/bench", "--port", str(ports.get(broker_id, 0)), "--data-dir",
+               str(base / f"broker-{broker_id}"), "--ready-file", str(ready), "--log-level", "WARNING"]
+        for k, v in {**OVERRIDES, "zookeeper.session.timeout.ms": "2000"}.items():
+            cmd += ["--override", f"{k}={v}"]
+        with open(base / f"b{broker_id}.log", "ab") as log:
+            procs[broker_id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            if time.monotonic() > deadline or procs[broker_id].poll() is not None:
+                raise RuntimeError(f"broker {broker_id} did not start")
+            time.sleep(0.05)
+        ports[broker_id] = int(ready.read_text().strip().rsplit(":", 1)[1])
+
+    def poll(address: str, topic: str, done: Callable[[dict[int, tuple[int, int]]], bool], timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if done(_metadata_leaders(address, topic)):
+                    return time.perf_counter()
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"condition on {topic} not reached")
+            time.sleep(0.02)
+
+    try:
+        for b in range(3):
+            start(b)
+        first = f"127.0.0.1:{ports[0]}"
+        with KafkaConnection(first) as conn:
+            cid = admin_metadata(conn, []).controller_id
+        victim = next(b for b in (2, 1, 0) if b != cid)
+        a, b2 = (x for x in range(3) if x != victim)
+        survivor = f"127.0.0.1:{ports[a]}"
+        topic = "lead"
+        with KafkaConnection(first, timeout=600) as conn:
+            version = conn.version_for(19, 7)
+            cls = load_request_schema(19, version)
+            mod = sys.modules[cls.__module__]
+            assignments = tuple(mod.CreatableReplicaAssignment(
+                partition_index=p, broker_ids=(victim, a, b2) if p % 2 == 0 else (victim, b2, a))
+                for p in range(partitions))
+            creatable = mod.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1,
+                                           assignments=assignments, configs=())
+            conn.request(19, cls(topics=(creatable,), timeout=datetime.timedelta(seconds=600),
+                                 validate_only=False), version)
+        poll(survivor, topic, lambda m: len(m) == partitions and all(v == (victim, 3) for v in m.values()), 900)
+
+        start_t = time.perf_counter()
+        procs[victim].send_signal(signal.SIGTERM)
+        moved = poll(survivor, topic, lambda m: all(v[0] in (a, b2) for v in m.values()), 600)
+        procs[victim].wait(600)
+        exited = time.perf_counter()
+        results["zk_shutdown_moved_s"] = moved - start_t
+        results["zk_shutdown_exit_s"] = exited - start_t
+        print(f"[zookeeper] controlled shutdown of a broker leading {partitions}: every partition led elsewhere "
+              f"(Metadata) {moved - start_t:.2f} s, process exited {exited - start_t:.2f} s", flush=True)
+
+        start(victim)
+        poll(survivor, topic, lambda m: all(v[1] == 3 for v in m.values()), 900)
+        with controller_connection(survivor) as conn:
+            elect_leaders(conn, PREFERRED, None)
+        poll(survivor, topic, lambda m: all(v[0] == victim for v in m.values()), 600)
+
+        start_t = time.perf_counter()
+        procs[victim].kill()
+        moved = poll(survivor, topic, lambda m: all(v[0] in (a, b2) for v in m.values()), 600)
+        results["zk_failover_s"] = moved - start_t
+        print(f"[zookeeper] leader failover after SIGKILL of a broker leading {partitions}: {moved - start_t:.2f} s "
+              "(includes the 2 s session timeout)", flush=True)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(60)
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=2_000)
@@ -328,7 +439,8 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=5_000, help="paced latency run: messages per second")
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--only", default="shutdown,failover,controller,throughput")
+    parser.add_argument("--only", default="shutdown,failover,controller,throughput",
+                        help="phases; add 'zookeeper' for shutdown and failover with broker processes on ZooKeeper")
     parser.add_argument("--profile", default=None, help="write a cProfile of the measured windows here")
     parser.add_argument("--json", default=None, help="write the numbers here")
     args = parser.parse_args()
@@ -348,6 +460,8 @@ def main() -> None:
             asyncio.run(leadership_phases(Path(tmp) / "lead", args.partitions, results))
         if "controller" in only:
             asyncio.run(controller_phase(Path(tmp) / "controller", args.controller_partitions, results))
+        if "zookeeper" in only:
+            zookeeper_phases(Path(tmp), args.partitions, results)
         if "throughput" in only:
             throughput_phase(Path(tmp) / "tput", args.messages, args.size, args.rate, results)
     PROFILE.dump()
