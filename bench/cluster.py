@@ -360,10 +360,11 @@ def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> No
             cmd += ["--override", f"{k}={v}"]
         with open(base / f"b{broker_id}.log", "ab") as log:
             procs[broker_id] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 900
         while not ready.exists():
             if time.monotonic() > deadline or procs[broker_id].poll() is not None:
-                raise RuntimeError(f"broker {broker_id} did not start")
+                tail = (base / f"b{broker_id}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"broker {broker_id} did not start:\n{tail}")
             time.sleep(0.05)
         ports[broker_id] = int(ready.read_text().strip().rsplit(":", 1)[1])
 
@@ -412,7 +413,10 @@ def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> No
         print(f"[zookeeper] controlled shutdown of a broker leading {partitions}: every partition led elsewhere "
               f"(Metadata) {moved - start_t:.2f} s, process exited {exited - start_t:.2f} s", flush=True)
 
+        restart_t = time.perf_counter()
         start(victim)
+        print(f"[zookeeper] broker restarted with {partitions} logs in {time.perf_counter() - restart_t:.1f} s",
+              flush=True)
         poll(survivor, topic, lambda m: all(v[1] == 3 for v in m.values()), 900)
         with controller_connection(survivor) as conn:
             elect_leaders(conn, PREFERRED, None)

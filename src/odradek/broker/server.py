@@ -115,7 +115,9 @@ class Broker:
         self.logs = LogManager(
             self.data_dir, self.clock, self.config.topic_defaults(), broker_id=self.broker_id, cluster_id=cluster_id
         )
-        self.logs.load(overrides)
+        # On a thread: recovering thousands of logs takes seconds, and the event loop must keep the coordination
+        # session alive meanwhile (a blocked loop misses its pings and the session expires mid start-up).
+        await asyncio.to_thread(self.logs.load, overrides)
         if self._standalone is not None:
             self._standalone.open_all()
         else:
