@@ -38,6 +38,10 @@ class _AbstractStickyAssignor(Assignor):
         self.partitions_transferring_ownership: dict[TopicPartition, str] | None = {}
         # Only the verdict is kept, not the builder: the assignor must not pin a call's million-partition state.
         self._sticky = True
+        #: True after a call on which Kafka's rebalancing loop would never have ended (see
+        #: ``sticky_general.GeneralBuilder._perform_reassignments``); the result is then valid and balanced, but not
+        #: Kafka's (there is none) and possibly not sticky in Kafka's ``isSticky`` sense.
+        self.rebalance_loop_bounded = False
 
     def _member_data(self, state: StickyState, sub: Subscription) -> tuple[list[int], int | None]:
         raise NotImplementedError
@@ -65,6 +69,7 @@ class _AbstractStickyAssignor(Assignor):
         member_data = [self._member_data(state, sub) for sub in subs]
         owned, multi_owned, all_equal = self._all_subscriptions_equal(state, member_data)
         self._sticky = True
+        self.rebalance_loop_bounded = False
         if all_equal:
             transferring: dict[int, int] = {}
             dealt, as_objects = constrained_assign(state, owned, multi_owned, transferring)
@@ -79,6 +84,7 @@ class _AbstractStickyAssignor(Assignor):
             builder = GeneralBuilder(state, owned, prev)
             built = builder.build()
             self._sticky = builder.movements.is_sticky()
+            self.rebalance_loop_bounded = builder.loop_bounded
             result = [built[m] for m in range(len(member_ids))]
         tps = state.tps if state.total else []
         return {m: list(map(tps.__getitem__, result[i])) for i, m in enumerate(member_ids)}

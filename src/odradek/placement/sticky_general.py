@@ -16,9 +16,11 @@ from itertools import repeat
 from .java import string_hash
 from .sticky_state import StickyState
 
-__all__ = ["MOVE_BOUND_FACTOR", "GeneralBuilder"]
+__all__ = ["MOVE_BOUND_FACTOR", "PING_PONG_MOVES", "GeneralBuilder"]
 
-#: Moves per reassignable partition after which the rebalancing loop gives up (see ``_perform_reassignments``).
+#: Moves of one partition, and moves per reassignable partition, after which the rebalancing loop stops
+#: substituting partitions (Kafka would loop forever there; see ``_perform_reassignments``).
+PING_PONG_MOVES = 32
 MOVE_BOUND_FACTOR = 10
 
 
@@ -162,6 +164,8 @@ class GeneralBuilder:
         self.revocation_required = False
         self._owners: _OwnerIndex | None = None
         self._moves = 0
+        self._move_counts: dict[int, int] = {}
+        self._plain_moves = False
         self._subscribers: _SubscriberIndex | None = None
         self.movements = _Movements(state)
         self.max_size = [self._max_assignment_size(m) for m in range(n_members)]
@@ -375,14 +379,15 @@ class GeneralBuilder:
         return True
 
     def _perform_reassignments(self, partitions: list[int]) -> bool:
-        """Kafka's ``performReassignments``, with one deliberate difference: a bound on the number of moves.
+        """Kafka's ``performReassignments``, with one deliberate difference where Kafka never returns.
 
         Kafka's loop repeats while a pass moved anything, and ``PartitionMovements`` may answer a move by moving a
         partition back along an earlier chain (A->B->C makes "C gives to A" move A's old partition back from B).
         Some inputs then ping-pong one partition between two members forever: Kafka itself never returns there
-        (librdkafka's line-by-line port hit the same, issue 4783).  After ``MOVE_BOUND_FACTOR`` moves per
-        partition the loop stops and the caller's balance-score check decides between this result and the
-        pre-balance assignment; wherever Kafka terminates, the bound is far above the moves it makes.
+        (librdkafka's line-by-line port hit the same, issue 4783).  Once a partition has moved
+        ``PING_PONG_MOVES`` times (or the moves exceed ``MOVE_BOUND_FACTOR`` per partition) this builder stops
+        substituting partitions and moves the chosen partition itself; every such move takes from a member at
+        least two larger than the receiver, so the loop then ends, balanced.
         """
         performed = False
         topic_of = self._topic_of
@@ -392,8 +397,10 @@ class GeneralBuilder:
         while True:
             modified = False
             for g in partitions:
-                if self._is_balanced() or self._moves > budget:
+                if self._is_balanced():
                     break
+                if self._moves > budget:
+                    self._plain_moves = True
                 t = topic_of[g]
                 c = self.owner.get(g)
                 if c is None or c not in cur:
@@ -424,7 +431,7 @@ class GeneralBuilder:
                     if len(cur[c]) > self._subscribers.smallest(t) + 1:
                         self._reassign_to_least_loaded(g)
                         performed = modified = True
-            if not modified or self._moves > budget:
+            if not modified:
                 return performed
 
     def _reassign_to_least_loaded(self, g: int) -> None:
@@ -434,13 +441,22 @@ class GeneralBuilder:
                 self._reassign(g, m)
                 return
 
+    @property
+    def loop_bounded(self) -> bool:
+        """Whether the ping-pong guard of ``_perform_reassignments`` took over (Kafka would not have returned)."""
+        return self._plain_moves
+
     def _reassign(self, g: int, new: int) -> None:
         old = self.owner[g]
-        moved = self.movements.actual_partition_to_move(g, old, new)
+        moved = g if self._plain_moves else self.movements.actual_partition_to_move(g, old, new)
         self._process_move(moved, new)
 
     def _process_move(self, g: int, new: int) -> None:
         self._moves += 1
+        count = self._move_counts.get(g, 0) + 1
+        self._move_counts[g] = count
+        if count > PING_PONG_MOVES:
+            self._plain_moves = True
         old = self.owner[g]
         self._remove(old)
         self._remove(new)
