@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-from collections import defaultdict
-from typing import Any
-
-from confluent_kafka import Consumer, Producer, TopicPartition
 from harness import ThreadedCluster
+from workload import Load, check_nothing_lost, read_back
 
 from brokers import wait_for
 from odradek.admin import create_topic
@@ -16,93 +12,6 @@ from odradek.errors import ErrorCode
 
 TOPIC = "ha"
 PARTITIONS = 3
-
-
-class Load:
-    """An idempotent acks=all producer and a read_committed-style consumer running until stopped."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.acked: dict[tuple[int, int], bytes] = {}
-        self.seen: dict[tuple[int, int], bytes] = {}
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
-            "message.timeout.ms": 120000, "retry.backoff.ms": 50, "topic.metadata.refresh.interval.ms": 1000,
-        })
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": "observer", "enable.auto.commit": False,
-            "topic.metadata.refresh.interval.ms": 1000,
-        })
-        self.consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        self.threads = [threading.Thread(target=self._produce), threading.Thread(target=self._consume)]
-        for t in self.threads:
-            t.start()
-
-    def _produce(self) -> None:
-        seq = 0
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is not None:
-                self.errors.append(str(err))
-            else:
-                self.acked[(msg.partition(), msg.offset())] = msg.value()
-
-        while not self.stop.is_set():
-            try:
-                self.producer.produce(TOPIC, key=str(seq % 31).encode(), value=b"%010d" % seq, on_delivery=on_delivery)
-                seq += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.001 if seq % 20 == 0 else 0)
-        self.producer.flush(120)
-
-    def _consume(self) -> None:
-        while not self.stop.is_set():
-            for m in self.consumer.consume(500, 0.2):
-                if m.error() is None:
-                    self.seen[(m.partition(), m.offset())] = m.value()
-        self.consumer.close()
-
-    def progress(self, more: int) -> None:
-        target = len(self.acked) + more
-        wait_for(lambda: len(self.acked) >= target, 90, what=f"{more} more acknowledged messages")
-
-    def finish(self) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(180)
-
-
-def _read_back(bootstrap: str) -> dict[tuple[int, int], bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "final", "enable.auto.commit": False})
-    ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in range(PARTITIONS)}
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    out: dict[tuple[int, int], bytes] = {}
-
-    def read_more() -> bool:
-        for m in consumer.consume(2000, 0.5):
-            if m.error() is None:
-                out[(m.partition(), m.offset())] = m.value()
-        return all(sum(1 for (p, _o) in out if p == q) >= ends[q] for q in ends)
-
-    wait_for(read_more, 120, what="reading every partition to its end")
-    consumer.close()
-    return out
-
-
-def _check(load: Load, final: dict[tuple[int, int], bytes]) -> None:
-    assert not load.errors, load.errors[:5]
-    for key, value in load.acked.items():
-        assert final.get(key) == value, f"acknowledged {value!r} at {key} is gone or moved"
-    for key, value in load.seen.items():
-        assert final.get(key) == value, f"a consumer saw {value!r} at {key}, which later disappeared"
-    per_partition: dict[int, list[int]] = defaultdict(list)
-    for (p, _o), v in sorted(final.items()):
-        per_partition[p].append(int(v))
-    for p, values in per_partition.items():
-        assert len(values) == len(set(values)), f"partition {p} holds a duplicate"
-        assert values == sorted(values), f"partition {p} is out of order"
 
 
 def _full_isr(c: ThreadedCluster) -> bool:
@@ -115,7 +24,7 @@ def test_leaders_killed_and_stopped_in_turn_lose_nothing(cluster_factory) -> Non
     with KafkaConnection(c.bootstrap) as conn:
         error, message = create_topic(conn, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
         assert error == ErrorCode.none, message
-    load = Load(c.bootstrap)
+    load = Load(c.bootstrap, TOPIC, PARTITIONS)
     try:
         load.progress(500)
         for clean in (False, True):
@@ -133,7 +42,7 @@ def test_leaders_killed_and_stopped_in_turn_lose_nothing(cluster_factory) -> Non
                 load.progress(300)
     finally:
         load.finish()
-    _check(load, _read_back(c.bootstrap))
+    check_nothing_lost(load, read_back(c.bootstrap, TOPIC, PARTITIONS))
     assert _full_isr(c)
 
 
