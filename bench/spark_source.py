@@ -3,7 +3,7 @@
 Produces N records of 100-byte values (once per run; large producer batches) into a fresh topic, then in
 one local[2] SparkSession times: source -> groupBy(key).count(), the same over Parquet written from the
 same records, and a variant that also touches every value (sum of lengths) so Parquet cannot prune the
-value column. Prints a Markdown table for bench/RESULTS-spark.md.
+value column. Prints a Markdown table for bench/RESULTS.md.
 
     .venv/bin/python bench/spark_source.py                 # 10M records, broker started here
     .venv/bin/python bench/spark_source.py --records 1000000 --bootstrap HOST:PORT

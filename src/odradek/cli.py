@@ -168,8 +168,10 @@ def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> No
 
 def _mount_subcommands() -> None:
     from odradek.cli_assign import assign
+    from odradek.cli_cluster import register
 
     main.add_command(assign)
+    register(main)
 
 
 _mount_subcommands()
