@@ -264,8 +264,16 @@ class Broker:
                 part.min_isr = max(1, min(int(part.log.config.min_insync_replicas), len(part.replicas) or 1))
 
     def partition(self, topic: str, index: int) -> Partition:
+        """The local replica; a partition the cluster has but this broker does not host is NOT_LEADER_OR_FOLLOWER.
+
+        As Kafka's ReplicaManager answers: UNKNOWN_TOPIC_OR_PARTITION would tell a client the partition does not
+        exist, while it only lives elsewhere (or this broker has just restarted and not yet been told).
+        """
         part = self.partitions.get((topic, index))
         if part is None:
+            meta = self.metadata.topics.get(topic)
+            if meta is not None and index in meta.partitions:
+                raise KafkaError(ErrorCode.not_leader_or_follower)
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         return part
 

@@ -7,15 +7,25 @@ client could add.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from odradek.spark.options import Subscription, TopicPartition
 
 Address = tuple[str, int]
+RETRY_S = 15.0
+RETRY_BACKOFF_S = 0.25
+# Errors Kafka's Java client retries (InvalidMetadataException and friends) but librdkafka does not mark retriable
+_MOVING = {
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+}
 
 
 class Cluster:
@@ -59,11 +69,25 @@ class Cluster:
         return (broker.host, broker.port) if broker is not None else None
 
     def _list(self, specs: Mapping[TopicPartition, Any]) -> dict[TopicPartition, int]:
+        """ListOffsets, retried while the answer is a retriable error (a leader moving, a broker restarting).
+
+        A broker that has just restarted, or a partition between leaders, answers with errors Kafka marks
+        retriable; failing the micro-batch for them would stop a streaming query at every broker bounce.
+        """
         if not specs:
             return {}
         request = {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()}
-        futures = self.admin.list_offsets(request, request_timeout=self._timeout)
-        return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
+        deadline = time.monotonic() + min(self._timeout, RETRY_S)
+        while True:
+            futures = self.admin.list_offsets(request, request_timeout=self._timeout)
+            try:
+                return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                retriable = error is not None and (error.retriable() or error.code() in _MOVING)
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(RETRY_BACKOFF_S)
 
     def earliest(self, partitions: list[TopicPartition] | set[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list({tp: OffsetSpec.earliest() for tp in partitions})
