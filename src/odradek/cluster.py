@@ -51,13 +51,14 @@ class LocalCluster:
         self.brokers: dict[int, Broker] = {}
         self._expiry: asyncio.Task[None] | None = None
 
-    def _config(self, broker_id: int) -> BrokerConfig:
+    def _config(self, broker_id: int, port: int | None = None) -> BrokerConfig:
         settings = dict(self.overrides)
         settings["broker.id"] = str(broker_id)
         if self.racks:
             settings["broker.rack"] = self.racks[broker_id % len(self.racks)] if len(self.racks) > 1 else self.racks[0]
         settings.setdefault("offsets.topic.replication.factor", str(min(3, self.size)))
-        port = self.ports[broker_id] if broker_id < len(self.ports) else 0
+        if port is None:
+            port = self.ports[broker_id] if broker_id < len(self.ports) else 0
         return BrokerConfig.build(
             host=self.host, port=port, data_dir=str(self.data_dir / f"broker-{broker_id}"), overrides=settings
         )
@@ -72,13 +73,8 @@ class LocalCluster:
             await self.start_broker(broker_id)
 
     async def start_broker(self, broker_id: int) -> Broker:
-        config = self._config(broker_id)
         old = self.brokers.get(broker_id)
-        if old is not None:
-            config = BrokerConfig.build(
-                host=config.host, port=old.port, data_dir=config.data_dir,
-                overrides={k: v for k, v in config.properties().items()},
-            )
+        config = self._config(broker_id, port=old.port if old is not None else None)  # a restart keeps its port
         broker = Broker(config, self.clock, self.backend)
         await broker.start()
         self.brokers[broker_id] = broker
