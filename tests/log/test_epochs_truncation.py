@@ -179,3 +179,30 @@ def test_follower_gap_from_an_empty_log_replaces_the_empty_segment(open_log, tmp
     assert not (tmp_path / "topic-0" / f"{0:020d}.log").exists()
     log.high_watermark = far + 3
     assert [o for o, _, _ in read_all(log, far)] == [far, far + 1, far + 2]
+
+
+def test_a_new_leaderships_epoch_is_checkpointed_with_the_next_flush(open_log, tmp_path):
+    """assign_epoch defers its checkpoint (no fsync per partition when thousands of leaderships move)."""
+    checkpoint = tmp_path / "topic-0" / "leader-epoch-checkpoint"
+    log = open_log()
+    append(log, 2, epoch=1)
+    log.flush()
+    before = checkpoint.read_text()
+    log.assign_epoch(7, log.log_end_offset)
+    assert checkpoint.read_text() == before, "deferred until the next flush"
+    assert log.latest_epoch == 7
+    log.flush()
+    assert checkpoint.read_text().endswith("7 2\n")
+
+
+def test_a_crash_before_the_deferred_checkpoint_recovers_the_epoch_from_its_batches(open_log, tmp_path):
+    log = open_log()
+    append(log, 2, epoch=1)
+    log.flush()
+    log.assign_epoch(7, log.log_end_offset)
+    append(log, 3, epoch=7)  # written in epoch 7, never flushed: the recovery point is still 2
+    # a crash: nothing closed or flushed; the process's page cache survives, as it does a SIGKILL
+    reopened = open_log()
+    assert reopened.latest_epoch == 7
+    assert reopened.end_offset_for_epoch(7) == (7, 5)
+    assert reopened.end_offset_for_epoch(1) == (1, 2)

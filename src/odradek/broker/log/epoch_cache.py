@@ -25,6 +25,7 @@ class LeaderEpochCache:
         entries = checkpoint.read_epochs(path) if path is not None else []
         self._epochs: list[int] = [e for e, _ in entries]
         self._starts: list[int] = [s for _, s in entries]
+        self._dirty = False
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -34,9 +35,15 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, flush: bool = True) -> None:
         """Record that ``epoch`` starts at ``start_offset``, dropping entries that would break
-        monotonicity."""
+        monotonicity.
+
+        ``flush=False`` leaves the checkpoint to :meth:`flush_if_dirty`, which the log calls before its recovery
+        point moves: until then any batch written in the epoch lies after the recovery point, and recovery
+        re-assigns the epoch from the batches' partitionLeaderEpoch. A broker taking over thousands of
+        leaderships thus writes no checkpoint per partition on its event loop.
+        """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"epoch {epoch} / start offset {start_offset} must be non-negative")
         if self._epochs and epoch == self._epochs[-1] and start_offset >= self._starts[-1]:
@@ -46,7 +53,10 @@ class LeaderEpochCache:
             self._starts.pop()
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        self._flush()
+        if flush:
+            self._flush()
+        else:
+            self._dirty = True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """``(epoch, end offset)`` as LeaderEpochFileCache.endOffsetFor.
@@ -95,6 +105,11 @@ class LeaderEpochCache:
         self._starts.clear()
         self._flush()
 
+    def flush_if_dirty(self) -> None:
+        if self._dirty:
+            self._flush()
+
     def _flush(self) -> None:
         if self._path is not None:
             checkpoint.write_epochs(self._path, self.entries)
+        self._dirty = False

@@ -488,6 +488,7 @@ class PartitionLog:
 
     def _flush(self) -> None:
         with self._disk("flush"):
+            self._epochs.flush_if_dirty()  # before the recovery point passes data written in a deferred epoch
             for segment in self._pending_flush:
                 segment.flush(release_indexes=True)
             self._pending_flush.clear()
@@ -523,6 +524,8 @@ class PartitionLog:
             for segment in pending:
                 if segment in self._pending_flush:
                     self._pending_flush.remove(segment)
+            with self._disk("leader epoch checkpoint"):
+                self._epochs.flush_if_dirty()
             self._recovery_point = max(self._recovery_point, min(pending[-1].next_offset, self.log_end_offset))
 
     # --- reads ----------------------------------------------------------------------------------------------
@@ -617,8 +620,9 @@ class PartitionLog:
     # --- leader epochs --------------------------------------------------------------------------------------
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leadership's epoch; its checkpoint is written with the next flush (see LeaderEpochCache.assign)."""
         with self._lock, self._disk("leader epoch checkpoint"):
-            self._epochs.assign(epoch, start_offset)
+            self._epochs.assign(epoch, start_offset, flush=False)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: ``(largest epoch <= requested, its end offset)`` or (-1, -1)."""
