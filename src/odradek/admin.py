@@ -14,14 +14,15 @@ from odradek.errors import ErrorCode
 METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 3, 19, 20, 32
 
 
-def _schema(conn: KafkaConnection, api_key: int, highest: int) -> tuple[int, Any, Any]:
+def request_schema(conn: KafkaConnection, api_key: int, highest: int) -> tuple[int, Any, Any]:
+    """The version both sides speak, its request class, and the module holding its nested classes."""
     version = conn.version_for(api_key, highest)
     cls = load_request_schema(api_key, version)
     return version, cls, sys.modules[cls.__module__]
 
 
 def metadata(conn: KafkaConnection, topics: list[str] | None) -> Any:
-    version, cls, mod = _schema(conn, METADATA, 12)
+    version, cls, mod = request_schema(conn, METADATA, 12)
     kwargs: dict[str, Any] = {}
     fields = cls.__dataclass_fields__
     if topics is None:
@@ -48,7 +49,7 @@ def list_topics(conn: KafkaConnection) -> list[str]:
 def create_topic(
     conn: KafkaConnection, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
 ) -> tuple[ErrorCode, str | None]:
-    version, cls, mod = _schema(conn, CREATE_TOPICS, 7)
+    version, cls, mod = request_schema(conn, CREATE_TOPICS, 7)
     topic = mod.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=(),
         configs=tuple(mod.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
@@ -63,7 +64,7 @@ def create_topic(
 def delete_topic(conn: KafkaConnection, name: str) -> tuple[ErrorCode, str | None]:
     import datetime
 
-    version, cls, mod = _schema(conn, DELETE_TOPICS, 6)
+    version, cls, mod = request_schema(conn, DELETE_TOPICS, 6)
     timeout = datetime.timedelta(seconds=30)
     if version >= 6:
         request = cls(topics=(mod.DeleteTopicState(name=name, topic_id=None),), timeout=timeout)
@@ -74,7 +75,7 @@ def delete_topic(conn: KafkaConnection, name: str) -> tuple[ErrorCode, str | Non
 
 
 def topic_configs(conn: KafkaConnection, name: str) -> dict[str, str]:
-    version, cls, mod = _schema(conn, DESCRIBE_CONFIGS, 4)
+    version, cls, mod = request_schema(conn, DESCRIBE_CONFIGS, 4)
     resource = mod.DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=None)
     response = conn.request(DESCRIBE_CONFIGS, cls(resources=(resource,), include_synonyms=False), version)
     return {

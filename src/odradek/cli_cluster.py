@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from kio.index import load_request_schema
 
-from odradek.admin import metadata
+from odradek.admin import metadata, request_schema
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.placement import BrokerMetadata
@@ -30,12 +29,6 @@ ELECTION_NAMES = {PREFERRED: "PREFERRED", UNCLEAN: "UNCLEAN"}
 
 TP = tuple[str, int]
 Outcome = tuple[ErrorCode, str | None]
-
-
-def _schema(conn: KafkaConnection, api_key: int, highest: int) -> tuple[int, Any, Any]:
-    version = conn.version_for(api_key, highest)
-    cls = load_request_schema(api_key, version)
-    return version, cls, sys.modules[cls.__module__]
 
 
 def controller_connection(bootstrap: str, timeout_s: float = 30.0) -> KafkaConnection:
@@ -67,7 +60,7 @@ def partition_assignment(conn: KafkaConnection, topics: Iterable[str] | None) ->
 
 def elect_leaders(conn: KafkaConnection, election_type: int, partitions: Iterable[TP] | None) -> dict[TP, Outcome]:
     """ElectLeaders; ``None`` elects every partition. Raises on a top-level error (NOT_CONTROLLER, ...)."""
-    version, cls, mod = _schema(conn, ELECT_LEADERS, 2)
+    version, cls, mod = request_schema(conn, ELECT_LEADERS, 2)
     wanted: dict[str, list[int]] | None = None
     if partitions is not None:
         wanted = {}
@@ -93,7 +86,7 @@ def elect_leaders(conn: KafkaConnection, election_type: int, partitions: Iterabl
 
 def alter_reassignments(conn: KafkaConnection, targets: Mapping[TP, list[int] | None]) -> dict[TP, Outcome]:
     """AlterPartitionReassignments: a replica list starts (or redirects) a move, None cancels it."""
-    version, cls, mod = _schema(conn, ALTER_REASSIGNMENTS, 0)
+    version, cls, mod = request_schema(conn, ALTER_REASSIGNMENTS, 0)
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), replicas in sorted(targets.items()):
         by_topic.setdefault(topic, []).append(mod.ReassignablePartition(
@@ -114,7 +107,7 @@ def alter_reassignments(conn: KafkaConnection, targets: Mapping[TP, list[int] | 
 
 def list_reassignments(conn: KafkaConnection) -> dict[TP, tuple[list[int], list[int], list[int]]]:
     """Ongoing reassignments: partition -> (replicas, adding, removing)."""
-    version, cls, _mod = _schema(conn, LIST_REASSIGNMENTS, 0)
+    version, cls, _mod = request_schema(conn, LIST_REASSIGNMENTS, 0)
     response = conn.request(LIST_REASSIGNMENTS, cls(timeout=datetime.timedelta(seconds=30), topics=None), version)
     top = ErrorCode(response.error_code)
     if top != ErrorCode.none:

@@ -25,7 +25,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.metadata import BrokerEndpoint, PartitionMeta, TopicMeta
-from odradek.broker.topics import INTERNAL_TOPICS, TopicRecord
+from odradek.broker.topics import INTERNAL_TOPICS, TopicRecord, new_cluster_id
 from odradek.controller import Controller, TcpTransport, request_controlled_shutdown
 from odradek.controller import requests as creq
 from odradek.coordination import (
@@ -85,9 +85,7 @@ class ClusterLink:
             data, _ = await self.session.get(zn.CLUSTER_ID)
             return zn.ClusterId.from_json(data).id
         except NoNodeError:
-            import base64
-
-            candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            candidate = new_cluster_id()
             try:
                 await self.session.create(zn.CLUSTER_ID, zn.ClusterId(candidate).to_json(), make_parents=True)
                 return candidate

@@ -18,9 +18,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from odradek.broker.log import PartitionLog
+from odradek.broker.log import AppendResult, PartitionLog
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.records import BatchHeader
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,13 @@ class Partition:
         if replica_id not in self.isr and replica_id in self.replicas and self._caught_up_for_isr(fetch_offset):
             self._propose_isr([*self.isr, replica_id], f"replica {replica_id} caught up at {fetch_offset}")
         self.maybe_advance_hw()
+
+    def append_as_leader(self, records: bytearray, headers: list[BatchHeader], now_ms: int) -> AppendResult:
+        """Append in this leader epoch, then move the high watermark or wake followers waiting for data."""
+        result = self.log.append_as_leader(records, headers, self.leader_epoch, now_ms)
+        if not self.maybe_advance_hw():
+            self.notify_follower_data()
+        return result
 
     def _caught_up_for_isr(self, fetch_offset: int) -> bool:
         epoch_start = self._current_epoch_start()

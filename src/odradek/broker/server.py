@@ -417,10 +417,7 @@ class Broker:
         for h in headers:
             if h.size > max_bytes:
                 raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
-        result = part.log.append_as_leader(buf, headers, part.leader_epoch, self.clock.now_ms())
-        if not part.maybe_advance_hw():
-            part.notify_follower_data()
-        return result, part
+        return part.append_as_leader(buf, headers, self.clock.now_ms()), part
 
 
 class _OffsetsLog:
@@ -433,9 +430,7 @@ class _OffsetsLog:
         broker = self.broker
         part = broker.leader_partition(OFFSETS_TOPIC, partition)
         headers = [h for _pos, h in iter_batches(batch)]
-        result = part.log.append_as_leader(batch, headers, part.leader_epoch, broker.clock.now_ms())
-        if not part.maybe_advance_hw():
-            part.notify_follower_data()
+        result = part.append_as_leader(batch, headers, broker.clock.now_ms())
         timeout_s = broker.config["offsets.commit.timeout.ms"] / 1000
         if not await part.wait_for_hw(result.last_offset + 1, timeout_s):
             raise KafkaError(ErrorCode.request_timed_out, "offset commit was not replicated in time")

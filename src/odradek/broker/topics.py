@@ -64,7 +64,7 @@ class TopicStore:
 
     def load(self) -> None:
         if not self.path.exists():
-            self.cluster_id = _new_cluster_id()
+            self.cluster_id = new_cluster_id()
             self.save()
             return
         doc = json.loads(self.path.read_text())
@@ -98,7 +98,7 @@ class TopicStore:
         os.replace(tmp, self.path)
 
 
-def _new_cluster_id() -> str:
+def new_cluster_id() -> str:
     """Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters)."""
     import base64
 
