@@ -57,6 +57,8 @@ class _ClusterThread:
 def run(brokers: int, events: int, seconds: float, data_dir: Path | None) -> bool:
     clickstream, page_views = _examples()
     workdir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-demo-"))
+    if workdir.exists() and any(workdir.iterdir()):
+        raise SystemExit(f"odradek demo needs an empty data directory; {workdir} holds an earlier run")
     cluster = _ClusterThread(LocalCluster(brokers, workdir / "cluster", overrides={
         "group.initial.rebalance.delay.ms": "0", "zookeeper.session.timeout.ms": "3000",
     }))
@@ -95,10 +97,13 @@ def run(brokers: int, events: int, seconds: float, data_dir: Path | None) -> boo
         got: Counter[tuple[str, int]] = Counter()
         while time.monotonic() < deadline:
             got = page_views.parquet_totals(spark, workdir / "job")
-            if got == produced:
+            if got == produced or any(q.exception() is not None for q in queries):
                 break
             time.sleep(2)
         for q in queries:
+            failure = q.exception()
+            if failure is not None:
+                print(f"query {q.name or q.id} failed: {_first_lines(str(failure))}", flush=True)
             q.stop()
         spark.stop()
         print(f"produced {sum(produced.values())} page views in {len(produced)} (page, minute) windows")
@@ -108,6 +113,11 @@ def run(brokers: int, events: int, seconds: float, data_dir: Path | None) -> boo
         return ok
     finally:
         cluster.close()
+
+
+def _first_lines(text: str, lines: int = 12) -> str:
+    """Spark's exceptions carry the Python traceback first and pages of JVM frames after it."""
+    return "\n".join(text.splitlines()[:lines])
 
 
 async def _leader_of(cluster: LocalCluster, topic: str, partition: int) -> int:

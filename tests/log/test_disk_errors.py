@@ -17,13 +17,20 @@ def _storage_error(call):
     assert info.value.code == ErrorCode.kafka_storage_error
 
 
-def _fail_writes(log):
-    """Point the active segment's descriptor at /dev/full: the next write fails with ENOSPC, as on a full disk."""
-    full = os.open("/dev/full", os.O_WRONLY)
+def _redirect(log, device, flags):
+    """Point the active segment's open descriptor at a device, so the next system call on it fails."""
+    segment = log.segments[-1]
+    other = os.open(device, flags)
     try:
-        os.dup2(full, log.segments[-1].fd)
+        with segment.files.use(segment) as fd:
+            os.dup2(other, fd)
     finally:
-        os.close(full)
+        os.close(other)
+
+
+def _fail_writes(log):
+    """The next write fails with ENOSPC, as on a full disk."""
+    _redirect(log, "/dev/full", os.O_WRONLY)
 
 
 def test_failed_write_takes_the_log_offline_and_keeps_earlier_data(open_log):
@@ -46,13 +53,12 @@ def test_failed_write_takes_the_log_offline_and_keeps_earlier_data(open_log):
     assert append(reopened, 1).first_offset == 6
 
 
-def test_closed_descriptor_is_a_storage_error(open_log):
+def test_descriptor_refusing_writes_is_a_storage_error(open_log):
     log = open_log()
     append(log, 1)
-    os.close(log.segments[-1].fd)
+    _redirect(log, "/dev/zero", os.O_RDONLY)  # EBADF on write
     _storage_error(lambda: append(log, 1))
     assert log.offline
-    log.segments[-1].fd = -1  # already closed above
 
 
 def test_manager_keeps_serving_other_partitions(tmp_path, clock):

@@ -50,6 +50,9 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.min_isr = 1
+        # The log end offset when this broker started leading in the current epoch (Kafka's
+        # leaderEpochStartOffsetOpt); None while following.
+        self.epoch_start_offset: int | None = None
         self.followers: dict[int, FollowerState] = {}
         self.isr_writer: IsrWriter | None = None
         self._isr_change_pending = False
@@ -65,6 +68,8 @@ class Partition:
         return self.leader_id == self.broker_id
 
     def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], zk_version: int = -1) -> None:
+        if not self.is_leader or leader_epoch != self.leader_epoch or self.epoch_start_offset is None:
+            self.epoch_start_offset = self.log.log_end_offset
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
         self.zk_version = zk_version
@@ -81,6 +86,7 @@ class Partition:
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
+        self.epoch_start_offset = None
         self.replicas = list(replicas)
         self.isr = list(isr)
         self.followers = {}
@@ -103,6 +109,13 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """A new leader's high watermark can sit below what its predecessor already exposed until the ISR's next
+        fetches (KIP-207); until it reaches this epoch's start offset, answering "latest" could move a consumer's
+        view of the log backwards, so ListOffsets says OFFSET_NOT_AVAILABLE (retriable) instead."""
+        return self.epoch_start_offset is not None and self.epoch_start_offset > self.log.high_watermark
 
     def maybe_advance_hw(self) -> bool:
         """HW = min LEO over the ISR, held while the ISR is below the effective minimum."""

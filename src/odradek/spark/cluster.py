@@ -24,6 +24,7 @@ RETRY_BACKOFF_S = 0.25
 _MOVING = {
     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.OFFSET_NOT_AVAILABLE,
     KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
 }
 
@@ -95,6 +96,22 @@ class Cluster:
     def latest(self, partitions: list[TopicPartition] | set[TopicPartition]) -> dict[TopicPartition, int]:
         """High watermarks: reads stop here, never at uncommitted (unreplicated) records."""
         return self._list({tp: OffsetSpec.latest() for tp in partitions})
+
+    def latest_not_before(self, partitions: list[TopicPartition], known: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, int]:
+        """High watermarks, asked again while one is below an offset already read from that partition.
+
+        A leader elected a moment ago may still hold a lower high watermark than its predecessor exposed (brokers
+        before KIP-207 answer it; Spark's own Kafka source retries for the same reason, KAFKA-7703). Only when it
+        stays behind past the retry window is the answer returned as it is, for planning to report as data loss.
+        """
+        deadline = time.monotonic() + min(self._timeout, RETRY_S)
+        while True:
+            latest = self.latest(partitions)
+            behind = [tp for tp in partitions if tp in known and latest[tp] < known[tp]]
+            if not behind or time.monotonic() > deadline:
+                return latest
+            time.sleep(RETRY_BACKOFF_S)
 
     def offsets_for_times(self, wanted: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """First offset whose timestamp is >= the given one, -1 where there is none."""

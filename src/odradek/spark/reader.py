@@ -289,7 +289,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = sorted(self.cluster.partitions(self.opts.subscription))
         if self._target is not None:
             tps = [tp for tp in tps if tp in self._target]
-        latest = self.cluster.latest(tps)
+        latest = self.cluster.latest_not_before(tps, begin)
         if self._target is not None:
             latest = {tp: min(latest[tp], self._target[tp]) for tp in tps}
         self._latest = latest

@@ -5,6 +5,9 @@ there are no transactions), -2 the log start offset, -3 (v7+) the offset and tim
 largest timestamp, -4 and -5 (tiered storage) the log start offset, as there is no remote tier. Any other value
 finds the first batch whose max timestamp is at or after it, answering offset -1 when none is. Followers' requests
 (replica id >= 0) read up to the log end. Leader epoch checks give FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+A leader whose high watermark has not yet reached the start of its epoch (just after a failover) answers a client's
+"latest", or a timestamp look-up that would land at or past the high watermark, with OFFSET_NOT_AVAILABLE (KIP-207),
+so an offset a client was shown never appears to move backwards.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 part = broker.leader_partition(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
                 plog = part.log
                 ts = p.timestamp
+                lagging = request.replica_id < 0 and part.high_watermark_lagging
                 if ts == LATEST:
+                    if lagging:
+                        raise KafkaError(ErrorCode.offset_not_available)
                     offset = plog.log_end_offset if request.replica_id >= 0 else part.high_watermark
                 elif ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
                     offset = plog.log_start_offset
@@ -44,6 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         offset, timestamp = found
                 else:
                     found = plog.offset_for_timestamp(ts)
+                    if lagging and (found is None or found[0] >= part.high_watermark):
+                        raise KafkaError(ErrorCode.offset_not_available)
                     if found is not None and (request.replica_id >= 0 or found[0] < part.high_watermark):
                         offset, timestamp = found
                 if offset >= 0:

@@ -125,12 +125,12 @@ class LogCleaner:
         results: list[LogSegment] = []
         for group in _group(segments, config.segment_bytes):
             cleaned = LogSegment(plog.directory, group[0].base_offset, config.index_interval_bytes,
-                                 config.segment_index_bytes, now_ms, suffix=CLEANED_SUFFIX)
+                                 config.segment_index_bytes, now_ms, suffix=CLEANED_SUFFIX, files=plog.files)
             try:
                 for segment in group:
                     removed += _copy_retained(segment, cleaned, latest, 0 <= segment.max_timestamp < horizon)
                 cleaned.on_become_inactive()
-                cleaned.flush(release_indexes=True)
+                cleaned.flush()
             except OSError as exc:
                 cleaned.delete_files()
                 log.warning("partition %s: compaction abandoned: %s", plog.name, exc)

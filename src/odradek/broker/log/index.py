@@ -30,8 +30,8 @@ class _SparseIndex:
         self.max_entries = max(1, max_entries)
         self.keys = array(self.key_type)
         self.values = array(self.value_type)
-        self._fd = -1
         self._written = 0  # entries already in the file; the rest are written by flush/close
+        self._unsynced = False  # entries written but not yet fsynced
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -40,28 +40,43 @@ class _SparseIndex:
     def is_full(self) -> bool:
         return len(self.keys) >= self.max_entries
 
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._fd
+    def _write(self, raw: bytes, position: int, *, sync: bool = False) -> None:
+        """One open-write-close: an index holds no descriptor between flushes, so idle logs cost none."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if raw:
+                os.pwrite(fd, raw, position)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _truncate_file(self, size: int) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
 
     def _add(self, key: int, value: int) -> None:
         self.keys.append(key)
         self.values.append(value)
 
+    def _pending(self) -> bytes:
+        pack = self.entry.pack
+        return b"".join(pack(self.keys[i], self.values[i]) for i in range(self._written, len(self.keys)))
+
     def write_pending(self) -> None:
         """Append the entries not yet in the file with one write. Entries are buffered because an index is
         derived data: after a crash, every segment past the recovery point has its indexes rebuilt anyway."""
-        count = len(self.keys)
-        if self._written == count:
+        if self._written == len(self.keys):
             return
-        pack = self.entry.pack
-        raw = b"".join(pack(self.keys[i], self.values[i]) for i in range(self._written, count))
-        os.pwrite(self._open(), raw, self._written * self.entry.size)
-        self._written = count
+        self._write(self._pending(), self._written * self.entry.size)
+        self._written = len(self.keys)
+        self._unsynced = True
 
     def ensure_file(self) -> None:
-        self._open()
+        self._write(b"", 0)
 
     def load(self) -> bool:
         """Read the file; False when it is missing or cannot be trusted (the caller then rebuilds)."""
@@ -83,7 +98,7 @@ class _SparseIndex:
 
     def reset(self) -> None:
         self.keys, self.values = array(self.key_type), array(self.value_type)
-        os.ftruncate(self._open(), 0)
+        self._truncate_file(0)
         self._written = 0
 
     def truncate_entries(self, count: int) -> None:
@@ -91,19 +106,16 @@ class _SparseIndex:
             return
         del self.keys[count:], self.values[count:]
         if count < self._written:
-            os.ftruncate(self._open(), count * self.entry.size)
+            self._truncate_file(count * self.entry.size)
             self._written = count
 
     def flush(self) -> None:
-        self.write_pending()
-        if self._fd >= 0:
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        """Release the descriptor; pending entries are dropped unless :meth:`flush` ran (a clean close does)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Write what is pending and fsync, when there is anything to make durable."""
+        if self._written == len(self.keys) and not self._unsynced:
+            return
+        self._write(self._pending(), self._written * self.entry.size, sync=True)
+        self._written = len(self.keys)
+        self._unsynced = False
 
     def rename(self, path: Path) -> None:
         os.replace(self.path, path)

@@ -289,6 +289,8 @@ class LogManager:
         for pool in (self._cleaner_pool, self._flusher_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+        for plog in self._logs.values():
+            plog.detach()  # descriptors go as a dead process's would; nothing is written
         self._logs.clear()
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from odradek.broker.log import checkpoint, producer_state
 from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.epoch_cache import LeaderEpochCache
+from odradek.broker.log.handles import OpenFiles, process_files
 from odradek.broker.log.producer_state import ProducerStateManager
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
 from odradek.broker.topic_config import LogConfig
@@ -96,6 +97,7 @@ class PartitionLog:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         clean_shutdown: bool = False,
+        files: OpenFiles | None = None,
     ) -> None:
         """Open (or create) the log in ``directory`` and recover it.
 
@@ -110,6 +112,7 @@ class PartitionLog:
         self.name = directory.name
         self.config = config
         self.clock = clock
+        self.files = files if files is not None else process_files()
         self._lock = threading.RLock()
         self._offline = False
         self._segments: list[LogSegment] = []
@@ -164,7 +167,7 @@ class PartitionLog:
         self._epochs.truncate_from_start(self._log_start_offset)
         for segment in self._segments:
             if segment.unflushed or segment is not self._active:
-                segment.flush(release_indexes=segment is not self._active)
+                segment.flush()
         self._recovery_point = leo
         self._rebuild_producer_state()
 
@@ -183,7 +186,8 @@ class PartitionLog:
         for swap in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
             base = int(swap.name.split(".")[0])
             segment = LogSegment(self.directory, base, self.config.index_interval_bytes,
-                                 self.config.segment_index_bytes, self.clock.now_ms(), suffix=SWAP_SUFFIX)
+                                 self.config.segment_index_bytes, self.clock.now_ms(), suffix=SWAP_SUFFIX,
+                                 files=self.files)
             outcome = segment.recover()
             end = segment.next_offset
             if not outcome.dropped_bytes:
@@ -233,7 +237,7 @@ class PartitionLog:
 
     def _new_segment(self, base_offset: int, now_ms: int) -> LogSegment:
         return LogSegment(self.directory, base_offset, self.config.index_interval_bytes,
-                          self.config.segment_index_bytes, now_ms)
+                          self.config.segment_index_bytes, now_ms, files=self.files)
 
     def _add_segment(self, segment: LogSegment) -> None:
         self._segments.append(segment)
@@ -490,7 +494,7 @@ class PartitionLog:
         with self._disk("flush"):
             self._epochs.flush_if_dirty()  # before the recovery point passes data written in a deferred epoch
             for segment in self._pending_flush:
-                segment.flush(release_indexes=True)
+                segment.flush()
             self._pending_flush.clear()
             if self._active.unflushed:
                 self._active.flush()
@@ -512,7 +516,7 @@ class PartitionLog:
         failure: OSError | None = None
         try:
             for segment in pending:
-                segment.flush(release_indexes=True)
+                segment.flush()
         except OSError as exc:
             failure = exc
         with self._lock:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.broker.log.handles import OpenFiles, process_files
 from odradek.broker.log.index import OffsetIndex, TimeIndex
 from odradek.protocol.records import (
     HEADER_SIZE,
@@ -45,13 +46,15 @@ class RecoveryOutcome:
 
 class LogSegment:
     def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, index_max_bytes: int,
-                 created_ms: int, suffix: str = "") -> None:
+                 created_ms: int, suffix: str = "", files: OpenFiles | None = None) -> None:
         """Open (creating if absent) the segment; call :meth:`load` or :meth:`recover` before use."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + suffix)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.files = files if files is not None else process_files()
+        with self.files.use(self):
+            pass  # creates the file now, so a new segment exists on disk before anything is written
         self.offset_index = OffsetIndex(
             directory / (file_name(base_offset, INDEX_SUFFIX) + suffix), base_offset, index_max_bytes // 8
         )
@@ -68,6 +71,20 @@ class LogSegment:
         self.created_ms = created_ms
         self._bytes_since_index = 0
         self.unflushed = False
+
+    # --- the data file, through the process's bounded set of open files ----------------------------------------
+
+    def _pread(self, length: int, position: int) -> bytes:
+        with self.files.use(self) as fd:
+            return os.pread(fd, length, position)
+
+    def _file_size(self) -> int:
+        with self.files.use(self) as fd:
+            return os.fstat(fd).st_size
+
+    def _truncate_file(self, size: int) -> None:
+        with self.files.use(self) as fd:
+            os.ftruncate(fd, size)
 
     # --- state rebuilt from the file ------------------------------------------------------------------------
 
@@ -97,7 +114,7 @@ class LogSegment:
     def load(self) -> bool:
         """Trust the indexes (a segment before the recovery point) and learn the end by walking headers after
         the last indexed batch. False when the indexes or the tail do not add up; the caller then recovers."""
-        file_size = os.fstat(self.fd).st_size
+        file_size = self._file_size()
         if not (self.offset_index.load() and self.time_index.load()):
             return False
         if not self.offset_index.valid_for(file_size) and file_size:
@@ -111,7 +128,7 @@ class LogSegment:
             for position, header in self.iter_headers(start, file_size):
                 self._track(position, header)
             if file_size - start <= MAX_TAIL_CRC_BYTES:
-                for _ in iter_batches(os.pread(self.fd, file_size - start, start)):
+                for _ in iter_batches(self._pread(file_size - start, start)):
                     pass
         except CorruptBatchError:
             return False
@@ -126,19 +143,19 @@ class LogSegment:
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> RecoveryOutcome:
         """Validate every batch (structure and CRC-32C), rebuild both indexes, cut the file at the first bad
         batch."""
-        file_size = os.fstat(self.fd).st_size
+        file_size = self._file_size()
         self.offset_index.reset()
         self.time_index.reset()
         self._reset_state()
         position = 0
         reason: str | None = None
         while position < file_size and reason is None:
-            chunk = os.pread(self.fd, min(RECOVERY_CHUNK, file_size - position), position)
+            chunk = self._pread(min(RECOVERY_CHUNK, file_size - position), position)
             consumed, reason = self._recover_chunk(chunk, position, file_size, on_batch)
             if consumed == 0 and reason is None:
                 # one batch larger than the chunk: read exactly that batch and check it alone
                 size = read_header(chunk).size
-                chunk = os.pread(self.fd, size, position)
+                chunk = self._pread(size, position)
                 consumed, reason = self._recover_chunk(chunk, position, file_size, on_batch)
                 if consumed == 0 and reason is None:
                     reason = "batch larger than the file"
@@ -146,7 +163,7 @@ class LogSegment:
         self.size = position
         dropped = file_size - position
         if dropped:
-            os.ftruncate(self.fd, position)
+            self._truncate_file(position)
         return RecoveryOutcome(position, dropped, reason)
 
     def _recover_chunk(
@@ -179,8 +196,9 @@ class LogSegment:
         """Write stamped batches (``batches`` = their positions within ``buf`` and headers) at the end."""
         view = memoryview(buf)
         written = 0
-        while written < len(view):
-            written += os.pwrite(self.fd, view[written:], self.size + written)
+        with self.files.use(self) as fd:
+            while written < len(view):
+                written += os.pwrite(fd, view[written:], self.size + written)
         base = self.size
         for rel, header in batches:
             self._track(base + rel, header)
@@ -192,16 +210,13 @@ class LogSegment:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
-    def flush(self, release_indexes: bool = False) -> None:
-        """fsync the data and indexes. A segment that will not be written again (``release_indexes``) also
-        closes its index files: with small segments a broker holds many, and descriptors are finite."""
-        os.fsync(self.fd)
+    def flush(self) -> None:
+        """fsync the data and indexes."""
+        with self.files.use(self) as fd:
+            os.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.unflushed = False
-        if release_indexes:
-            self.offset_index.close()
-            self.time_index.close()
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and everything after it (Kafka's LogSegment.truncateTo); returns
@@ -212,7 +227,7 @@ class LogSegment:
             return 0
         position = found[0]
         removed = self.size - position
-        os.ftruncate(self.fd, position)
+        self._truncate_file(position)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
         # Re-derive end-state from what remains: a walk from the last index entry is enough.
@@ -243,7 +258,7 @@ class LogSegment:
         while position < end:
             rel = position - buf_start
             if rel < 0 or rel + HEADER_SIZE > len(buf):
-                buf = os.pread(self.fd, min(chunk, end - position), position)
+                buf = self._pread(min(chunk, end - position), position)
                 buf_start, rel = position, 0
                 if len(buf) < HEADER_SIZE:
                     raise CorruptBatchError(f"truncated batch header: {end - position} bytes", position)
@@ -263,14 +278,11 @@ class LogSegment:
         return None
 
     def read(self, position: int, length: int) -> bytes:
-        return os.pread(self.fd, length, position)
+        return self._pread(length, position)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        self.offset_index.close()
-        self.time_index.close()
+        """Release the data file's descriptor; index entries not yet written stay unwritten (flush first)."""
+        self.files.close(self)
 
     def paths(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
@@ -283,7 +295,6 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name[: len(index.path.name) - len(old)] + new))
             index.write_pending()
-            index.close()
 
     def delete_files(self) -> None:
         self.close()
