@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -47,25 +48,22 @@ def list_topics(conn: KafkaConnection) -> list[str]:
 
 
 def create_topic(
-    conn: KafkaConnection, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    conn: KafkaConnection, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+    timeout_s: float = 30.0,
 ) -> tuple[ErrorCode, str | None]:
     version, cls, mod = request_schema(conn, CREATE_TOPICS, 7)
     topic = mod.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=(),
         configs=tuple(mod.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
     )
-    import datetime
-
-    request = cls(topics=(topic,), timeout=datetime.timedelta(seconds=30), validate_only=False)
+    request = cls(topics=(topic,), timeout=datetime.timedelta(seconds=timeout_s), validate_only=False)
     result = conn.request(CREATE_TOPICS, request, version).topics[0]
     return ErrorCode(result.error_code), getattr(result, "error_message", None)
 
 
-def delete_topic(conn: KafkaConnection, name: str) -> tuple[ErrorCode, str | None]:
-    import datetime
-
+def delete_topic(conn: KafkaConnection, name: str, timeout_s: float = 30.0) -> tuple[ErrorCode, str | None]:
     version, cls, mod = request_schema(conn, DELETE_TOPICS, 6)
-    timeout = datetime.timedelta(seconds=30)
+    timeout = datetime.timedelta(seconds=timeout_s)
     if version >= 6:
         request = cls(topics=(mod.DeleteTopicState(name=name, topic_id=None),), timeout=timeout)
     else:

@@ -120,6 +120,22 @@ class LocalCluster:
             self.backend.suspend(broker.link.session.session_id)
         broker.set_isolated(True)
 
+    def pause(self, broker_id: int) -> None:
+        """Freeze the broker as SIGSTOP would: its session goes silent (and expires after
+        ``zookeeper.session.timeout.ms`` unless resumed first), nothing it holds is answered or sent."""
+        broker = self.brokers[broker_id]
+        if broker.link is not None and broker.link.session is not None:
+            self.backend.suspend(broker.link.session.session_id)
+        broker.pause()
+
+    def resume(self, broker_id: int) -> None:
+        """SIGCONT: the broker runs on; if its session expired meanwhile it registers again, as Kafka's does."""
+        broker = self.brokers[broker_id]
+        if broker.link is not None and broker.link.session is not None:
+            with contextlib.suppress(Exception):
+                self.backend.resume(broker.link.session.session_id)
+        broker.resume()
+
     def heal(self, broker_id: int) -> None:
         broker = self.brokers[broker_id]
         broker.set_isolated(False)
@@ -128,8 +144,11 @@ class LocalCluster:
                 self.backend.resume(broker.link.session.session_id)
 
     def controller_id(self) -> int | None:
-        for broker_id, broker in self.brokers.items():
-            if broker.running and broker.link is not None and broker.link.controller is not None \
-                    and broker.link.controller.is_active:
-                return broker_id
-        return None
+        """The active controller with the highest epoch: a paused or cut-off one may still believe it is active
+        after another has taken over (the zombie its epoch fences)."""
+        active = [
+            (broker.link.controller.epoch, broker_id) for broker_id, broker in self.brokers.items()
+            if broker.running and broker.link is not None and broker.link.controller is not None
+            and broker.link.controller.is_active
+        ]
+        return max(active)[1] if active else None

@@ -52,7 +52,7 @@ class ThreadedCluster:
 
         def find() -> int:
             for b in self.cluster.brokers.values():
-                if b.running:
+                if b.running and b.resumed.is_set():
                     leader = b.metadata.leader_for(topic, partition)
                     if leader is not None:
                         return leader
@@ -63,7 +63,7 @@ class ThreadedCluster:
     def partition_meta(self, topic: str, partition: int) -> Any:
         def find() -> Any:
             for b in self.cluster.brokers.values():
-                if b.running and topic in b.metadata.topics:
+                if b.running and b.resumed.is_set() and topic in b.metadata.topics:
                     return b.metadata.topics[topic].partitions.get(partition)
             return None
 
@@ -80,6 +80,12 @@ class ThreadedCluster:
 
     def expire_session(self, broker_id: int) -> None:
         self.run(self.cluster.expire_session, broker_id)
+
+    def pause(self, broker_id: int) -> None:
+        self.run(self.cluster.pause, broker_id)
+
+    def resume(self, broker_id: int) -> None:
+        self.run(self.cluster.resume, broker_id)
 
     def close(self) -> None:
         try:
@@ -100,7 +106,7 @@ class ThreadedCluster:
             from odradek.coordination import NoNodeError
 
             for b in self.cluster.brokers.values():
-                if b.running and b.link is not None and b.link.session is not None:
+                if b.running and b.resumed.is_set() and b.link is not None and b.link.session is not None:
                     try:
                         data, _stat = await b.link.session.get(path)
                     except NoNodeError:

@@ -21,18 +21,27 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+# How long an admin call waits for the cluster to apply its change when the request names no timeout (auto-creation,
+# the offsets topic); requests that carry timeout_ms wait that long instead, and not at all when it is 0 or less.
+ADMIN_WAIT_S = 30.0
+
+
 class TopicAdmin(Protocol):
     async def topic_names(self) -> list[str]: ...
 
     async def topic_record(self, name: str) -> TopicRecord | None: ...
 
     async def create_topic(
-        self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]
-    ) -> TopicRecord: ...
+        self, name: str, assignment: dict[int, list[int]], configs: dict[str, str], wait_s: float = ADMIN_WAIT_S
+    ) -> TopicRecord:
+        """Create the topic; then wait up to ``wait_s`` (0: not at all) for its partitions to be led."""
+        ...
 
-    async def delete_topic(self, name: str) -> None: ...
+    async def delete_topic(self, name: str, wait_s: float = ADMIN_WAIT_S) -> None: ...
 
-    async def add_partitions(self, name: str, new_assignment: dict[int, list[int]]) -> None: ...
+    async def add_partitions(
+        self, name: str, new_assignment: dict[int, list[int]], wait_s: float = ADMIN_WAIT_S
+    ) -> None: ...
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None: ...
 
@@ -70,7 +79,8 @@ class StandaloneAdmin:
     async def topic_record(self, name: str) -> TopicRecord | None:
         return self.store.topics.get(name)
 
-    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicRecord:
+    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
+                           wait_s: float = ADMIN_WAIT_S) -> TopicRecord:
         record = TopicRecord(name, uuid.uuid4(), assignment, dict(configs))
         self.store.topics[name] = record
         self.store.save()
@@ -78,7 +88,7 @@ class StandaloneAdmin:
         log.info("created topic %s with %d partitions, configs %s", name, len(assignment), configs or "{}")
         return record
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, wait_s: float = ADMIN_WAIT_S) -> None:
         if not self.broker.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
         record = self.store.topics.pop(name, None)
@@ -91,7 +101,8 @@ class StandaloneAdmin:
         await self.broker.groups.remove_offsets_for_topics([name])
         log.info("deleted topic %s and its data", name)
 
-    async def add_partitions(self, name: str, new_assignment: dict[int, list[int]]) -> None:
+    async def add_partitions(self, name: str, new_assignment: dict[int, list[int]],
+                             wait_s: float = ADMIN_WAIT_S) -> None:
         record = self.store.topics[name]
         record.assignment.update(new_assignment)
         self.store.save()

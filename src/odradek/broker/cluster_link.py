@@ -24,6 +24,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.admin import ADMIN_WAIT_S
 from odradek.broker.metadata import BrokerEndpoint, PartitionMeta, TopicMeta
 from odradek.broker.topics import INTERNAL_TOPICS, TopicRecord, new_cluster_id
 from odradek.controller import Controller, TcpTransport, request_controlled_shutdown
@@ -31,6 +32,7 @@ from odradek.controller import requests as creq
 from odradek.coordination import (
     Backend,
     BadVersionError,
+    EventType,
     NodeExistsError,
     NoNodeError,
     Session,
@@ -48,7 +50,7 @@ log = logging.getLogger(__name__)
 
 ISR_QUIET_MS = 5_000
 ISR_MAX_DELAY_MS = 60_000
-ADMIN_TIMEOUT_S = 30.0
+CONTROLLED_SHUTDOWN_CALL_S = 30.0  # one ControlledShutdown round trip; retried up to controlled.shutdown.max.retries
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 SHUTDOWN_RETRY_BACKOFF_S = 1.0
 
@@ -61,7 +63,7 @@ class ClusterLink:
         self.broker_epoch = -1
         self.controller_epoch = -1
         self.controller: Controller | None = None
-        self.transport = TcpTransport(client_id=f"broker-{broker.broker_id}")
+        self.transport = TcpTransport(client_id=f"broker-{broker.broker_id}", gate=broker.resumed)
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._isr_changes: set[zn.TopicPartition] = set()
         self._isr_first_ms = 0
@@ -126,7 +128,7 @@ class ClusterLink:
         await self._watch_config_changes()
         self.controller = Controller(
             self.broker.broker_id, self._current_session, self.broker.clock, self.transport,
-            self.broker.config.properties(),
+            self.broker.config.properties(), gate=self.broker.resumed,
         )
         await self.controller.start()
         self._keeper = asyncio.create_task(self._keep_registered(), name=f"broker-{self.broker.broker_id}-session")
@@ -160,6 +162,7 @@ class ClusterLink:
     async def _keep_registered(self) -> None:
         while not self._stopping:
             await self._session_lost.wait()
+            await self.broker.resumed.wait()  # a paused broker notices its lost session when it runs again
             self._session_lost.clear()
             if self._stopping:
                 return
@@ -205,7 +208,7 @@ class ClusterLink:
                             self.transport, controller_id, zn.Endpoint("PLAINTEXT", *endpoint),
                             self.broker.broker_id, self.broker_epoch,
                         ),
-                        ADMIN_TIMEOUT_S,
+                        CONTROLLED_SHUTDOWN_CALL_S,
                     )
                     if response.error_code == ErrorCode.none and not response.remaining_partitions:
                         log.info("controlled shutdown of broker %d succeeded", self.broker.broker_id)
@@ -429,8 +432,9 @@ class ClusterLink:
         assert self.session is not None
         session = self.session
 
-        def fired(_event: WatchedEvent) -> None:
-            if session is self.session and not self._stopping:
+        def fired(event: WatchedEvent) -> None:
+            # A session event (expiry) is not a change: the keeper watches again once registered anew.
+            if event.type is not EventType.SESSION and session is self.session and not self._stopping:
                 spawn(self._watch_config_changes(), "config-change-watch")
 
         names = await session.children(zn.CONFIG_CHANGES, watch=fired)
@@ -471,7 +475,8 @@ class ClusterLink:
         return TopicRecord(name, topic_id, {p: list(r) for p, r in assignment.partitions.items()},
                            configs.get(name, {}))
 
-    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicRecord:
+    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
+                           wait_s: float = ADMIN_WAIT_S) -> TopicRecord:
         assert self.session is not None
         topic_id = uuid.uuid4()
         if await self.session.exists(zn.topic_path(name)):
@@ -489,11 +494,11 @@ class ClusterLink:
         await self._await_metadata(
             lambda: (m := self.broker.metadata.topics.get(name)) is not None
             and len(m.partitions) == len(assignment) and all(p.leader >= 0 for p in m.partitions.values()),
-            f"topic {name} to get leaders",
+            f"topic {name} to get leaders", wait_s,
         )
         return TopicRecord(name, topic_id, assignment, dict(configs))
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, wait_s: float = ADMIN_WAIT_S) -> None:
         assert self.session is not None
         if not self.broker.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
@@ -502,9 +507,11 @@ class ClusterLink:
         with contextlib.suppress(NodeExistsError):
             await self.session.create(zn.delete_topic_path(name), b"", make_parents=True)
         log.info("topic %s marked for deletion", name)
-        await self._await_metadata(lambda: name not in self.broker.metadata.topics, f"topic {name} to be deleted")
+        await self._await_metadata(lambda: name not in self.broker.metadata.topics, f"topic {name} to be deleted",
+                                   wait_s)
 
-    async def add_partitions(self, name: str, new_assignment: dict[int, list[int]]) -> None:
+    async def add_partitions(self, name: str, new_assignment: dict[int, list[int]],
+                             wait_s: float = ADMIN_WAIT_S) -> None:
         assert self.session is not None
         path = zn.topic_path(name)
         data, stat = await self.session.get(path)
@@ -519,7 +526,7 @@ class ClusterLink:
         total = len(merged)
         await self._await_metadata(
             lambda: (m := self.broker.metadata.topics.get(name)) is not None and len(m.partitions) == total,
-            f"topic {name} to reach {total} partitions",
+            f"topic {name} to reach {total} partitions", wait_s,
         )
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
@@ -538,6 +545,10 @@ class ClusterLink:
         except NodeExistsError:
             await self.session.set(path, data)
 
-    async def _await_metadata(self, done: Any, what: str) -> None:
-        if not await self.broker.metadata.wait_until(done, ADMIN_TIMEOUT_S):
+    async def _await_metadata(self, done: Any, what: str, wait_s: float) -> None:
+        """Kafka's admin requests answer once the change reached the metadata, REQUEST_TIMED_OUT after their
+        timeout (the change itself stands), and at once when the timeout is 0 or less."""
+        if wait_s <= 0:
+            return
+        if not await self.broker.metadata.wait_until(done, wait_s):
             raise KafkaError(ErrorCode.request_timed_out, f"timed out waiting for {what}")

@@ -93,6 +93,7 @@ class Connection:
             # The listener opens early (the port must be known to register it); requests wait for start-up.
             await self.broker.serving.wait()
             while not (self.broker.stopping or self.broker.isolated):
+                await self.broker.resumed.wait()
                 try:
                     prefix = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError as exc:

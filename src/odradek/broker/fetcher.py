@@ -85,6 +85,7 @@ class ReplicaFetcher:
                 self.peer.close()
                 await asyncio.sleep(BACKOFF_S)
                 continue
+            await self.broker.resumed.wait()
             try:
                 await self._truncate_pending()
                 await self._fetch_once()

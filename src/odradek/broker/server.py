@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from odradek.broker import apis as apis_pkg
-from odradek.broker.admin import StandaloneAdmin, TopicAdmin
+from odradek.broker.admin import ADMIN_WAIT_S, StandaloneAdmin, TopicAdmin
 from odradek.broker.cluster_link import ClusterLink
 from odradek.broker.config import BrokerConfig
 from odradek.broker.fetcher import FetcherManager
@@ -75,6 +75,10 @@ class Broker:
         )
         self.backend = backend
         self.link: ClusterLink | None = None
+        # Cleared while paused (fault injection): requests, fetchers, background ticks, the controller and its
+        # sends all wait on it, as the threads of a SIGSTOPped Kafka process would.
+        self.resumed = asyncio.Event()
+        self.resumed.set()
         self.admin: TopicAdmin
         self._standalone: StandaloneAdmin | None = None
         if backend is None:
@@ -182,6 +186,15 @@ class Broker:
                 task.cancel()
             await asyncio.wait(list(self._connections), timeout=1.0)
 
+    def pause(self) -> None:
+        """Fault injection: stop doing anything (connections stay open, nothing is answered) until resumed."""
+        self.resumed.clear()
+        log.warning("broker %d paused (fault injection)", self.broker_id)
+
+    def resume(self) -> None:
+        self.resumed.set()
+        log.warning("broker %d resumed", self.broker_id)
+
     def set_isolated(self, isolated: bool) -> None:
         """Fault injection: drop every connection in and out while isolated, as a network partition would."""
         self.isolated = isolated
@@ -211,6 +224,7 @@ class Broker:
         lag_max = self.config["replica.lag.time.max.ms"]
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
+            await self.resumed.wait()
             try:
                 now = self.clock.now_ms()
                 assert self.logs is not None
@@ -383,11 +397,12 @@ class Broker:
         start = brokers.index(first) if first in brokers else -1
         return self._place(count - current, rf, brokers, start_partition_id=current, fixed_start_index=start)
 
-    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> TopicRecord:
-        return await self.admin.create_topic(name, assignment, configs)
+    async def create_topic(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str],
+                           wait_s: float = ADMIN_WAIT_S) -> TopicRecord:
+        return await self.admin.create_topic(name, assignment, configs, wait_s)
 
-    async def delete_topic(self, name: str) -> None:
-        await self.admin.delete_topic(name)
+    async def delete_topic(self, name: str, wait_s: float = ADMIN_WAIT_S) -> None:
+        await self.admin.delete_topic(name, wait_s)
 
     async def ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in await self.admin.topic_names():

@@ -74,8 +74,12 @@ class ControllerBase:
         clock: Clock,
         transport: Transport,
         config: Mapping[str, Any] | None = None,
+        gate: asyncio.Event | None = None,
     ) -> None:
+        """``gate``, when given, is waited on before each event: cleared, the controller stands still (a paused
+        broker process) with its events queued."""
         self.broker_id = broker_id
+        self._gate = gate
         self._session_source = session
         self._clock = clock
         self._transport = transport

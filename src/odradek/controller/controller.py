@@ -207,6 +207,8 @@ class Controller(Operations):
     async def _run(self) -> None:
         while True:
             event = await self._queue.get()
+            if self._gate is not None:
+                await self._gate.wait()
             try:
                 await self._process(event)
             except asyncio.CancelledError:

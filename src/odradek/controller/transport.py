@@ -38,12 +38,17 @@ class _Connection:
 
 
 class TcpTransport:
-    def __init__(self, client_id: str = "odradek-controller", connect_timeout_s: float = 5.0) -> None:
+    def __init__(self, client_id: str = "odradek-controller", connect_timeout_s: float = 5.0,
+                 gate: asyncio.Event | None = None) -> None:
+        """``gate``, when given and cleared, holds every send (the sending broker is paused)."""
+        self._gate = gate
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
         self._connections: dict[tuple[int, str, int], _Connection] = {}
 
     async def send(self, broker_id: int, endpoint: Endpoint, api_key: int, body: bytes) -> bytes:
+        if self._gate is not None:
+            await self._gate.wait()
         key = (broker_id, endpoint.host, endpoint.port)
         connection = self._connections.get(key)
         if connection is None:

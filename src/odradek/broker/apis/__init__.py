@@ -15,6 +15,7 @@ response. Any other exception is logged and the connection is closed, never the 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import functools
@@ -55,6 +56,20 @@ class RequestContext:
     @property
     def response_module(self) -> types.ModuleType:
         return _module_of(self.response_class)
+
+
+def deadline_of(timeout: datetime.timedelta) -> float | None:
+    """When an admin request's ``timeout_ms`` runs out (event-loop time); None when it asks not to wait at all."""
+    seconds = timeout.total_seconds()
+    return asyncio.get_running_loop().time() + seconds if seconds > 0 else None
+
+
+def remaining_s(deadline: float | None) -> float:
+    """What is left of a request's timeout for the next step: 0 means do not wait; an expired positive timeout
+    still waits an instant, so the step can answer REQUEST_TIMED_OUT rather than success."""
+    if deadline is None:
+        return 0.0
+    return max(0.001, deadline - asyncio.get_running_loop().time())
 
 
 def _module_of(cls: type[Any]) -> types.ModuleType:

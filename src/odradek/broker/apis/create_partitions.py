@@ -4,7 +4,8 @@ Raises a topic's partition count. As Kafka: INVALID_PARTITIONS when the new coun
 has 3 partitions, which is higher than the requested 2."), UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT
 for an assignment of the wrong size or naming unknown brokers, INVALID_REQUEST for a topic named twice. New
 partitions keep the topic's replication factor and are placed by Kafka's algorithm from the next partition id.
-``validate_only`` checks without changing anything.
+``validate_only`` checks without changing anything. The answer waits within ``timeout_ms`` for the new partitions
+to reach this broker's metadata, as CreateTopics does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, deadline_of, fit, nested, remaining_s
 from odradek.errors import ErrorCode, KafkaError
 
 API_KEY = 37
@@ -22,6 +23,7 @@ MAX_VERSION = 3
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    deadline = deadline_of(request.timeout)
     result_cls = nested(ctx, "CreatePartitionsTopicResult")
     counts = collections.Counter(t.name for t in request.topics)
     results = []
@@ -41,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             new = broker.assign_new_partitions(record.assignment, t.count, t.assignments)
             if not request.validate_only:
-                await broker.admin.add_partitions(t.name, new)
+                await broker.admin.add_partitions(t.name, new, remaining_s(deadline))
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(result_cls(name=t.name, error_code=error, error_message=message))

@@ -6,7 +6,9 @@ brokers), INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG for unknown or bad configs,
 twice or both a count and an assignment. -1 partitions or replication factor take ``num.partitions`` and
 ``default.replication.factor``. Replicas are placed by Kafka's assignment algorithm (rack-aware when every broker
 has a rack). ``validate_only`` runs every check and creates nothing. v5+ responses carry the topic's resulting
-configs, partition count and replication factor; v7 its topic id.
+configs, partition count and replication factor; v7 its topic id. In a cluster the answer waits, within the
+request's ``timeout_ms``, until every new partition has a leader in this broker's metadata; past it the topic still
+exists and the code is REQUEST_TIMED_OUT; with a timeout of 0 or less it answers as soon as the topic is written.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, deadline_of, fit, nested, remaining_s
 from odradek.broker.topic_config import describe, validate_overrides
 from odradek.errors import ErrorCode, KafkaError
 
@@ -25,6 +27,7 @@ MAX_VERSION = 7
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    deadline = deadline_of(request.timeout)
     result_cls = nested(ctx, "CreatableTopicResult")
     config_cls = nested(ctx, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
     counts = collections.Counter(t.name for t in request.topics)
@@ -45,7 +48,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = len(chosen)
             rf = len(chosen[0])
             if not request.validate_only:
-                record = await broker.create_topic(t.name, chosen, configs)
+                record = await broker.create_topic(t.name, chosen, configs, remaining_s(deadline))
                 topic_id = record.topic_id
             if config_cls is not None:
                 described = tuple(

@@ -2,14 +2,16 @@
 
 Deletes each named topic (by id from v6) with its data on disk; UNKNOWN_TOPIC_OR_PARTITION (or UNKNOWN_TOPIC_ID)
 for topics that do not exist, TOPIC_DELETION_DISABLED when ``delete.topic.enable`` is false, and
-INVALID_TOPIC_EXCEPTION for internal topics, which Kafka never lets clients delete.
+INVALID_TOPIC_EXCEPTION for internal topics, which Kafka never lets clients delete. In a cluster the topic is marked
+for deletion and the answer waits, within ``timeout_ms``, until it is gone from this broker's metadata
+(REQUEST_TIMED_OUT past it; the deletion goes on); a timeout of 0 or less answers at once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, deadline_of, fit, nested, remaining_s
 from odradek.broker.topics import INTERNAL_TOPICS
 from odradek.errors import ErrorCode, KafkaError
 
@@ -20,6 +22,7 @@ MAX_VERSION = 6
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    deadline = deadline_of(request.timeout)
     result_cls = nested(ctx, "DeletableTopicResult")
     if ctx.api_version >= 6:
         targets = [(t.name, t.topic_id) for t in request.topics]
@@ -39,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id = meta.topic_id
             if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic")
-            await broker.delete_topic(name)
+            await broker.delete_topic(name, remaining_s(deadline))
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(result_cls(name=name, topic_id=topic_id, error_code=error, error_message=message))

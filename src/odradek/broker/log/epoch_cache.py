@@ -87,7 +87,7 @@ class LeaderEpochCache:
             return
         keep = bisect.bisect_left(self._starts, end_offset)
         del self._epochs[keep:], self._starts[keep:]
-        self._flush()
+        self._dirty = True  # written with the log's next flush: loading a log truncates the same way again
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: the epoch covering it is moved up to start there."""
@@ -98,7 +98,7 @@ class LeaderEpochCache:
         del self._epochs[: covering + 1], self._starts[: covering + 1]
         self._epochs.insert(0, epoch)
         self._starts.insert(0, start_offset)
-        self._flush()
+        self._dirty = True  # as truncate_from_end: loading applies the log start offset again
 
     def clear(self) -> None:
         self._epochs.clear()
