@@ -222,6 +222,7 @@ class Broker:
 
     async def _tick_loop(self) -> None:
         lag_max = self.config["replica.lag.time.max.ms"]
+        next_isr_check = 0
         while True:
             await asyncio.sleep(TICK_INTERVAL_S)
             await self.resumed.wait()
@@ -229,9 +230,13 @@ class Broker:
                 now = self.clock.now_ms()
                 assert self.logs is not None
                 self.logs.tick(now)
-                for part in self.partitions.values():
-                    if part.is_leader and len(part.replicas) > 1:
-                        part.maybe_shrink_isr(lag_max)
+                # Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2, not on every tick: with tens
+                # of thousands of partitions a per-tick walk would take the event loop for itself.
+                if self.clock.monotonic_ms() >= next_isr_check:
+                    next_isr_check = self.clock.monotonic_ms() + lag_max // 2
+                    for part in self.partitions.values():
+                        if part.is_leader and len(part.replicas) > 1:
+                            part.maybe_shrink_isr(lag_max)
                 await self.groups.tick(now)
                 if self.link is not None:
                     await self.link.tick()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import shutil
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,6 +34,11 @@ META_PROPERTIES = "meta.properties"
 DELETE_SUFFIX = "-delete"
 CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms: how often a compacted log is looked at
 CHECKPOINT_INTERVAL_MS = 5_000  # Kafka checkpoints high watermarks every 5 s (replica.high.watermark...ms)
+# Every partition is looked at (flush.ms, rolled segments, retention, compaction) at most this often, and less often
+# when a sweep is costly: a broker with tens of thousands of partitions spends at most 1/SWEEP_COST_SHARE of its
+# time sweeping instead of starving its event loop.
+SWEEP_INTERVAL_MS = 1_000
+SWEEP_COST_SHARE = 20
 
 TopicPartition = tuple[str, int]
 
@@ -59,6 +65,8 @@ class LogManager:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._last_sweep_ms: int | None = None
+        self._sweep_interval_ms = SWEEP_INTERVAL_MS
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._overrides: dict[str, dict[str, object]] = {}
         self._cleaner = LogCleaner(clock)
@@ -213,6 +221,17 @@ class LogManager:
 
         A failing partition is logged and skipped (it has taken itself offline); the others carry on.
         """
+        if self._last_sweep_ms is None or now_ms - self._last_sweep_ms >= self._sweep_interval_ms:
+            started = time.perf_counter()
+            self._sweep(now_ms)
+            self._last_sweep_ms = now_ms
+            cost_ms = (time.perf_counter() - started) * 1000
+            self._sweep_interval_ms = max(SWEEP_INTERVAL_MS, int(cost_ms * SWEEP_COST_SHARE))
+        if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
+            self.checkpoint()
+            self._last_checkpoint_ms = now_ms
+
+    def _sweep(self, now_ms: int) -> None:
         for (topic, partition), plog in list(self._logs.items()):
             if plog.offline:
                 continue
@@ -224,9 +243,6 @@ class LogManager:
                 log.error("background work on %s-%d failed: %s", topic, partition, exc)
             if plog.config.compact:
                 self._schedule_cleaning((topic, partition), plog, now_ms)
-        if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
-            self.checkpoint()
-            self._last_checkpoint_ms = now_ms
 
     def _schedule_cleaning(self, tp: TopicPartition, plog: PartitionLog, now_ms: int) -> None:
         last = self._last_clean_check.get(tp)
