@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from odradek import heap
 from odradek.broker import apis as apis_pkg
 from odradek.broker.admin import ADMIN_WAIT_S, StandaloneAdmin, TopicAdmin
 from odradek.broker.cluster_link import ClusterLink
@@ -102,6 +103,7 @@ class Broker:
     # --- lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        heap.tune()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.producer_ids.load()
         self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port, limit=1 << 20)
