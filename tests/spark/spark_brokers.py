@@ -99,6 +99,8 @@ def start_odradek(data_dir: str) -> tuple[subprocess.Popen, str] | None:
             data_dir,
             "--ready-file",
             str(ready),
+            "--override",
+            "log.retention.check.interval.ms=500",  # lose_first_records waits for retention
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -119,7 +119,8 @@ class Broker:
             overrides = await self.link.all_topic_configs()
         self.metadata.cluster_id = cluster_id
         self.logs = LogManager(
-            self.data_dir, self.clock, self.config.topic_defaults(), broker_id=self.broker_id, cluster_id=cluster_id
+            self.data_dir, self.clock, self.config.topic_defaults(), broker_id=self.broker_id, cluster_id=cluster_id,
+            retention_check_interval_ms=self.config["log.retention.check.interval.ms"],
         )
         # On a thread: recovering thousands of logs takes seconds, and the event loop must keep the coordination
         # session alive meanwhile (a blocked loop misses its pings and the session expires mid start-up).

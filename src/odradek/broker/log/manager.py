@@ -53,12 +53,14 @@ class LogManager:
         broker_id: int | None = None,
         cluster_id: str | None = None,
         checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS,
+        retention_check_interval_ms: int = 0,
         background_cleaning: bool = True,
         cleaner_backoff_ms: int = CLEANER_BACKOFF_MS,
     ) -> None:
         """``defaults`` are the broker's topic-config defaults keyed by topic-config name
         (``retention.ms``...), as :func:`odradek.broker.topic_config.broker_defaults_from_properties` produces
-        them."""
+        them. ``retention_check_interval_ms`` is Kafka's ``log.retention.check.interval.ms``: how often retention
+        and producer-id expiry look at every log (0: on every sweep, as tests with a manual clock want)."""
         self.data_dir = Path(data_dir)
         self.clock = clock
         self.defaults: dict[str, ConfigValue] = dict(defaults or {})
@@ -66,6 +68,8 @@ class LogManager:
         self.cluster_id = cluster_id
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._last_sweep_ms: int | None = None
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self._last_retention_ms: int | None = None
         self._sweep_interval_ms = SWEEP_INTERVAL_MS
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._overrides: dict[str, dict[str, object]] = {}
@@ -223,7 +227,11 @@ class LogManager:
         """
         if self._last_sweep_ms is None or now_ms - self._last_sweep_ms >= self._sweep_interval_ms:
             started = time.perf_counter()
-            self._sweep(now_ms)
+            retention = (self._last_retention_ms is None
+                         or now_ms - self._last_retention_ms >= self.retention_check_interval_ms)
+            if retention:
+                self._last_retention_ms = now_ms
+            self._sweep(now_ms, retention)
             self._last_sweep_ms = now_ms
             cost_ms = (time.perf_counter() - started) * 1000
             self._sweep_interval_ms = max(SWEEP_INTERVAL_MS, int(cost_ms * SWEEP_COST_SHARE))
@@ -231,12 +239,12 @@ class LogManager:
             self.checkpoint()
             self._last_checkpoint_ms = now_ms
 
-    def _sweep(self, now_ms: int) -> None:
+    def _sweep(self, now_ms: int, retention: bool) -> None:
         for (topic, partition), plog in list(self._logs.items()):
             if plog.offline:
                 continue
             try:
-                plog.tick(now_ms, flush_rolled=self._flusher_pool is None)
+                plog.tick(now_ms, flush_rolled=self._flusher_pool is None, retention=retention)
                 if self._flusher_pool is not None:
                     self._schedule_flush((topic, partition), plog)
             except KafkaError as exc:

@@ -726,20 +726,26 @@ class PartitionLog:
             for segment in self._segments:
                 segment.index_interval_bytes = config.index_interval_bytes
 
-    def tick(self, now_ms: int, flush_rolled: bool = True) -> None:
-        """Flush by flush.ms, apply retention, expire idle producers, and (unless the caller does it on another
-        thread, as LogManager does) fsync rolled segments."""
+    def tick(self, now_ms: int, flush_rolled: bool = True, retention: bool = True) -> None:
+        """Flush by flush.ms, (with ``retention``) apply retention and expire idle producers, and (unless the caller
+        does it on another thread, as LogManager does) fsync rolled segments."""
         if flush_rolled:
             self.flush_rolled_segments()
+        if not retention and not self._flush_due(now_ms):
+            return  # the common case, decided without the lock: a broker sweeps tens of thousands of these
         with self._lock:
             if self._offline:
                 return
-            if now_ms - self._last_flush_ms >= self.config.flush_ms and (
-                self._active.unflushed or self._recovery_point < self.log_end_offset
-            ):
+            if self._flush_due(now_ms):
                 self._flush()
-            self.apply_retention(now_ms)
-            self._producers.remove_expired(now_ms, PRODUCER_ID_EXPIRATION_MS)
+            if retention:
+                self.apply_retention(now_ms)
+                self._producers.remove_expired(now_ms, PRODUCER_ID_EXPIRATION_MS)
+
+    def _flush_due(self, now_ms: int) -> bool:
+        return now_ms - self._last_flush_ms >= self.config.flush_ms and (
+            self._active.unflushed or self._recovery_point < self.log_end_offset
+        )
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole segments by retention.ms, retention.bytes and the log start offset; returns how many.
