@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 ISR_QUIET_MS = 5_000
 ISR_MAX_DELAY_MS = 60_000
 CONTROLLED_SHUTDOWN_CALL_S = 30.0  # one ControlledShutdown round trip; retried up to controlled.shutdown.max.retries
+# Controller requests are applied in slices of this many partitions, yielding to the event loop in between: a
+# 33,000-partition LeaderAndIsr applied in one go held the loop long enough for the broker's 2 s coordination
+# session to expire, and the controller then saw every broker die and come back (measured on ZooKeeper).
+YIELD_EVERY = 500
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 SHUTDOWN_RETRY_BACKOFF_S = 1.0
 
@@ -64,6 +68,7 @@ class ClusterLink:
         self.controller_epoch = -1
         self.controller: Controller | None = None
         self.transport = TcpTransport(client_id=f"broker-{broker.broker_id}", gate=broker.resumed)
+        self._apply_lock = asyncio.Lock()
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._isr_changes: set[zn.TopicPartition] = set()
         self._isr_first_ms = 0
@@ -232,7 +237,22 @@ class ClusterLink:
         self.controller_epoch = controller_epoch
         return ErrorCode.none
 
+    # Controller requests apply one at a time (Kafka's replicaStateChangeLock): they yield to the event loop
+    # between slices of partitions, and a zombie controller's request must not interleave with its successor's.
+
     async def leader_and_isr(self, req: creq.LeaderAndIsrRequest) -> creq.LeaderAndIsrResponse:
+        async with self._apply_lock:
+            return await self._leader_and_isr(req)
+
+    async def stop_replica(self, req: creq.StopReplicaRequest) -> creq.StopReplicaResponse:
+        async with self._apply_lock:
+            return await self._stop_replica(req)
+
+    async def update_metadata(self, req: creq.UpdateMetadataRequest) -> creq.UpdateMetadataResponse:
+        async with self._apply_lock:
+            return await self._update_metadata(req)
+
+    async def _leader_and_isr(self, req: creq.LeaderAndIsrRequest) -> creq.LeaderAndIsrResponse:
         error = self._check_epochs(req.controller_epoch, req.broker_epoch)
         if error != ErrorCode.none:
             log.warning("ignoring LeaderAndIsr from controller %d epoch %d: %s", req.controller_id,
@@ -245,7 +265,9 @@ class ClusterLink:
         errors: list[creq.PartitionError] = []
         new_topics = {ps.topic for ps in req.partition_states if (ps.topic, ps.partition) not in b.partitions}
         configs = await self._topic_configs(new_topics)
-        for ps in req.partition_states:
+        for n, ps in enumerate(req.partition_states):
+            if n and n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # thousands of partitions: let session pings and clients in between
             code = ErrorCode.none
             part = b.partitions.get((ps.topic, ps.partition))
             if b.broker_id not in ps.replicas:
@@ -272,13 +294,15 @@ class ClusterLink:
             errors.append(creq.PartitionError(ps.topic, ps.partition, int(code)))
         return creq.LeaderAndIsrResponse(0, errors)
 
-    def stop_replica(self, req: creq.StopReplicaRequest) -> creq.StopReplicaResponse:
+    async def _stop_replica(self, req: creq.StopReplicaRequest) -> creq.StopReplicaResponse:
         error = self._check_epochs(req.controller_epoch, req.broker_epoch)
         if error != ErrorCode.none:
             return creq.StopReplicaResponse(int(error))
         b = self.broker
         errors = []
-        for p in req.partitions:
+        for n, p in enumerate(req.partitions):
+            if n and n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             code = ErrorCode.none
             try:
                 if req.delete_partitions:
@@ -294,7 +318,7 @@ class ClusterLink:
             errors.append(creq.PartitionError(p.topic, p.partition, int(code)))
         return creq.StopReplicaResponse(0, errors)
 
-    async def update_metadata(self, req: creq.UpdateMetadataRequest) -> creq.UpdateMetadataResponse:
+    async def _update_metadata(self, req: creq.UpdateMetadataRequest) -> creq.UpdateMetadataResponse:
         error = self._check_epochs(req.controller_epoch, req.broker_epoch)
         if error != ErrorCode.none:
             return creq.UpdateMetadataResponse(int(error))
@@ -311,7 +335,12 @@ class ClusterLink:
         for ps in req.partition_states:
             by_topic.setdefault(ps.topic, []).append(ps)
         await self._learn_topic_ids([t for t in by_topic if t not in cache.topics])
+        applied = 0
         for topic, states in by_topic.items():
+            applied += len(states)
+            if applied >= YIELD_EVERY:
+                applied = 0
+                await asyncio.sleep(0)
             meta = cache.topics.get(topic)
             parts = dict(meta.partitions) if meta is not None else {}
             for ps in states:

@@ -57,6 +57,7 @@ def frame_encoded(correlation_id: int, flexible_header: bool, encoded: Encoded) 
 
 
 LARGE_CHUNK = 64 * 1024
+LARGE_CONTROLLER_BODY = 1 << 20  # controller requests above this are decoded off the event loop
 
 
 def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | memoryview]) -> None:
@@ -172,7 +173,12 @@ class Connection:
             header, body = parse_request_frame(frame)
             if header.api_version != api.MIN_VERSION:
                 raise RequestFormatError(f"version {header.api_version}")
-            request = decode_request(header.api_key, body)
+            if len(body) > LARGE_CONTROLLER_BODY:
+                # A 100,000-partition request takes a second or more to decode: on a worker thread, so the event
+                # loop keeps answering (and keeps the coordination session alive) while it runs.
+                request = await asyncio.to_thread(decode_request, header.api_key, body)
+            else:
+                request = decode_request(header.api_key, body)
         except RequestFormatError as exc:
             raise FrameError(f"malformed controller request (API {api.API_KEY}): {exc}") from exc
         ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,

@@ -22,4 +22,4 @@ async def handle(ctx: RequestContext, request: creq.StopReplicaRequest) -> Any:
     link = ctx.broker.link
     if link is None:
         return creq.StopReplicaResponse(int(ErrorCode.invalid_request))
-    return link.stop_replica(request)
+    return await link.stop_replica(request)
