@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import resource
 import statistics
 import tempfile
@@ -44,6 +46,7 @@ from odradek.controller import PREFERRED
 from odradek.coordination import znodes as zn
 
 T = TypeVar("T")
+BROKER_LOG_LEVEL = os.environ.get("ODRADEK_BENCH_BROKER_LOG_LEVEL", "WARNING")
 OVERRIDES = {"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "30000",
              "leader.imbalance.check.interval.seconds": "3000", "group.initial.rebalance.delay.ms": "0",
              "offsets.topic.num.partitions": "3"}
@@ -320,7 +323,7 @@ async def _bootstrap(cluster: LocalCluster) -> str:
 class ZkBrokers:
     """``odradek broker`` processes on a private ZooKeeper 3.8 (server JIT on, not quick-start)."""
 
-    def __init__(self, base: Path, session_timeout_ms: int = 2000) -> None:
+    def __init__(self, base: Path, session_timeout_ms: int) -> None:
         from odradek.coordination.localzk import LocalZooKeeper
 
         self.base = base
@@ -340,7 +343,7 @@ class ZkBrokers:
         ready.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(broker_id), "--zookeeper",
                f"{self.server.hosts}/bench", "--port", str(self.ports.get(broker_id, 0)), "--data-dir",
-               str(self.base / f"broker-{broker_id}"), "--ready-file", str(ready), "--log-level", "WARNING"]
+               str(self.base / f"broker-{broker_id}"), "--ready-file", str(ready), "--log-level", BROKER_LOG_LEVEL]
         for k, v in {**OVERRIDES, "zookeeper.session.timeout.ms": str(self.session_timeout_ms)}.items():
             cmd += ["--override", f"{k}={v}"]
         with open(self.base / f"b{broker_id}.log", "ab") as log:
@@ -417,7 +420,9 @@ def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> No
 
     from odradek.cli_cluster import controller_connection, elect_leaders
 
-    zk = ZkBrokers(base / "zk-lead")
+    # Kafka 1.x's default session timeout (2 s let a 10,000-partition creation on two shared cores expire every
+    # broker's session once; the failover number below includes this detection time).
+    zk = ZkBrokers(base / "zk-lead", session_timeout_ms=6000)
     try:
         for b in range(3):
             zk.start(b)
@@ -530,6 +535,7 @@ def main() -> None:
                              "same shapes with broker processes on ZooKeeper")
     parser.add_argument("--profile", default=None, help="write a cProfile of the measured windows here")
     parser.add_argument("--json", default=None, help="write the numbers here")
+    parser.add_argument("--work-dir", default=None, help="keep data and broker logs here instead of a temporary dir")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     only = set(args.only.split(","))
@@ -539,7 +545,10 @@ def main() -> None:
     results: dict[str, Any] = {}
     global PROFILE
     PROFILE = Window(args.profile)
-    with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
+    keep = Path(args.work_dir) if args.work_dir else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    with contextlib.nullcontext(str(keep)) if keep else tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         if only & {"shutdown", "failover"}:
             asyncio.run(leadership_phases(Path(tmp) / "lead", args.partitions, results))
         if "controller" in only:
