@@ -64,6 +64,10 @@ Reply = Callable[[Any, BaseException | None], None]
 """Called on the loop with (decoded response, None) or (None, exception) for one request."""
 
 
+MAX_IN_FLIGHT = 256  # well under ZooKeeper's globalOutstandingLimit (1,000), past which it throttles every client
+REFILL_AT = MAX_IN_FLIGHT * 3 // 4
+_FRAME_HEADER = struct.Struct("!iii")
+
 def parse_hosts(hosts: str) -> list[tuple[str, int]]:
     out = []
     for item in hosts.split(","):
@@ -128,6 +132,7 @@ class ZkWire:
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._pending: deque[tuple[int, Any, Reply]] = deque()
+        self._backlog: deque[tuple[Any, Reply]] = deque()  # accepted, not yet written: beyond MAX_IN_FLIGHT
         self._xid = 0
         self._last_recv = 0.0
         self._connected = asyncio.Event()
@@ -243,9 +248,12 @@ class ZkWire:
 
     def _fail_pending(self, error: CoordinationError) -> None:
         pending, self._pending = self._pending, deque()
+        backlog, self._backlog = self._backlog, deque()
         for xid, _request, reply in pending:
             if xid != SET_WATCHES_XID:
                 reply(None, error)
+        for _request, reply in backlog:
+            reply(None, error)
 
     def hold_reconnect(self, hold: bool) -> None:
         """Keep this client from reconnecting (a fault hook: lets another connection close the session)."""
@@ -290,7 +298,13 @@ class ZkWire:
         self.send_many(((request, reply),))
 
     def send_many(self, requests: Any) -> None:
-        """Frame every request and write them in one go; each reply comes back in order."""
+        """Queue every request; at most MAX_IN_FLIGHT are on the wire, each reply comes back in order.
+
+        The bound is for the server's sake: ZooKeeper answers every client's requests, pings included, from one
+        pipeline, so a controller pouring tens of thousands of creates into it starved other brokers' pings until their
+        connections timed out and their sessions expired (Kafka's client keeps ``zookeeper.max.in.flight.requests``,
+        10 by default). Our own pings bypass the queue.
+        """
         transport = self._transport
         if transport is None or self.state is not SessionState.CONNECTED:
             error = (
@@ -301,15 +315,27 @@ class ZkWire:
             for _request, reply in requests:
                 reply(None, error)
             return
+        self._backlog.extend(requests)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Write queued requests while fewer than MAX_IN_FLIGHT await their replies."""
+        transport = self._transport
+        room = MAX_IN_FLIGHT - len(self._pending)
+        if transport is None or room <= 0 or not self._backlog:
+            return
         chunks = []
         pending = self._pending
-        pack = struct.Struct("!iii").pack
-        for request, reply in requests:
+        backlog = self._backlog
+        pack = _FRAME_HEADER.pack
+        while room > 0 and backlog:
+            request, reply = backlog.popleft()
             self._xid = xid = (self._xid + 1) & 0x7FFFFFFF or 1
             body = request.serialize()
             chunks.append(pack(len(body) + 8, xid, request.type))
             chunks.append(body)
             pending.append((xid, request, reply))
+            room -= 1
         transport.write(b"".join(chunks))
 
     def _frame(self, frame: bytes) -> None:
@@ -325,6 +351,8 @@ class ZkWire:
             log.warning("ZooKeeper reply xid %s with nothing pending", xid)
             return
         expected, request, reply = self._pending.popleft()
+        if self._backlog and len(self._pending) <= REFILL_AT:
+            self._pump()  # refill in batches: one write per quarter window, not one per reply
         if xid != expected:
             log.error("ZooKeeper reply out of order (xid %s, expected %s); reconnecting", xid, expected)
             reply(None, ConnectionLossError(getattr(request, "path", None), "reply out of order"))
