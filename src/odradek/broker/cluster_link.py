@@ -54,7 +54,7 @@ CONTROLLED_SHUTDOWN_CALL_S = 30.0  # one ControlledShutdown round trip; retried 
 # Controller requests are applied in slices of this many partitions, yielding to the event loop in between: a
 # 33,000-partition LeaderAndIsr applied in one go held the loop long enough for the broker's 2 s coordination
 # session to expire, and the controller then saw every broker die and come back (measured on ZooKeeper).
-YIELD_EVERY = 500
+YIELD_EVERY = 100
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 SHUTDOWN_RETRY_BACKOFF_S = 1.0
 
@@ -292,6 +292,8 @@ class ClusterLink:
                 except KafkaError as exc:
                     code = exc.code
             errors.append(creq.PartitionError(ps.topic, ps.partition, int(code)))
+        if b.logs is not None:
+            b.logs.sync_new_dirs()
         return creq.LeaderAndIsrResponse(0, errors)
 
     async def _stop_replica(self, req: creq.StopReplicaRequest) -> creq.StopReplicaResponse:

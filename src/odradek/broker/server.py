@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TICK_INTERVAL_S = 0.1
+LOOP_STALL_WARN_S = 1.0
 MAX_PARTITIONS_PER_REQUEST = 100_000  # a bound so one request cannot exhaust memory; Kafka has none
 
 
@@ -226,8 +227,15 @@ class Broker:
     async def _tick_loop(self) -> None:
         lag_max = self.config["replica.lag.time.max.ms"]
         next_isr_check = 0
+        loop = asyncio.get_running_loop()
         while True:
+            asleep = loop.time()
             await asyncio.sleep(TICK_INTERVAL_S)
+            late = loop.time() - asleep - TICK_INTERVAL_S
+            if late > LOOP_STALL_WARN_S:
+                # Everything on this loop (client requests, fetchers, the coordination session's pings) waited
+                # this long: the first thing to look at when a session expires under load.
+                log.warning("broker %d: event loop stalled for %.1f s", self.broker_id, late)
             await self.resumed.wait()
             try:
                 now = self.clock.now_ms()

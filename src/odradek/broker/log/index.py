@@ -97,8 +97,13 @@ class _SparseIndex:
         return True
 
     def reset(self) -> None:
+        """Forget every entry. A missing file stays missing (a new segment's index is created with its first
+        entry), so creating thousands of empty logs costs no index-file system calls."""
         self.keys, self.values = array(self.key_type), array(self.value_type)
-        self._truncate_file(0)
+        try:
+            os.truncate(self.path, 0)
+        except FileNotFoundError:
+            pass
         self._written = 0
 
     def truncate_entries(self, count: int) -> None:
