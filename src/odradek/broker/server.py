@@ -155,7 +155,9 @@ class Broker:
         for p in self.partitions.values():
             p.fail_waiters()
         if self.logs is not None:
-            self.logs.close()
+            # On a thread, as loading is: flushing and snapshotting 10,000 logs takes seconds, and in
+            # `odradek up` the other brokers share this event loop (nothing else touches these logs any more).
+            await asyncio.to_thread(self.logs.close)
         log.info("broker %d stopped", self.broker_id)
 
     async def crash(self) -> None:
