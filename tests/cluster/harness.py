@@ -69,6 +69,12 @@ class ThreadedCluster:
 
         return self.run(find)
 
+    def full_isr(self, topic: str, partitions: int) -> bool:
+        """Every partition of ``topic`` has every broker of the cluster in its ISR (as the brokers see it)."""
+        everyone = sorted(self.cluster.brokers)
+        metas = [self.partition_meta(topic, p) for p in range(partitions)]
+        return all(m is not None and sorted(m.isr) == everyone for m in metas)
+
     def kill(self, broker_id: int) -> None:
         self.call(self.cluster.kill(broker_id))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from harness import ThreadedCluster
 from workload import Load, check_nothing_lost, read_back
 
 from brokers import wait_for
@@ -13,10 +12,6 @@ from odradek.errors import ErrorCode
 TOPIC = "ha"
 PARTITIONS = 3
 
-
-def _full_isr(c: ThreadedCluster) -> bool:
-    metas = [c.partition_meta(TOPIC, p) for p in range(PARTITIONS)]
-    return all(m is not None and sorted(m.isr) == [0, 1, 2] for m in metas)
 
 
 def test_leaders_killed_and_stopped_in_turn_lose_nothing(cluster_factory) -> None:
@@ -38,12 +33,12 @@ def test_leaders_killed_and_stopped_in_turn_lose_nothing(cluster_factory) -> Non
                          what=f"a new leader for {TOPIC}-{p}")
                 load.progress(300)
                 c.start_broker(leader)
-                wait_for(lambda: _full_isr(c), 60, what="every partition back to its full ISR")
+                wait_for(lambda: c.full_isr(TOPIC, PARTITIONS), 60, what="every partition back to its full ISR")
                 load.progress(300)
     finally:
         load.finish()
     check_nothing_lost(load, read_back(c.bootstrap, TOPIC, PARTITIONS))
-    assert _full_isr(c)
+    assert c.full_isr(TOPIC, PARTITIONS)
 
 
 def test_controller_failover_moves_to_another_broker_with_a_higher_epoch(cluster_factory) -> None:

@@ -3,7 +3,6 @@ leaderships, and when it runs again it rejoins without losing or resurrecting an
 
 from __future__ import annotations
 
-from harness import ThreadedCluster
 from workload import Load, check_nothing_lost, read_back
 
 from brokers import wait_for
@@ -14,10 +13,6 @@ from odradek.errors import ErrorCode
 TOPIC = "frozen"
 PARTITIONS = 3
 
-
-def _full_isr(c: ThreadedCluster) -> bool:
-    metas = [c.partition_meta(TOPIC, p) for p in range(PARTITIONS)]
-    return all(m is not None and sorted(m.isr) == [0, 1, 2] for m in metas)
 
 
 def test_a_leader_paused_past_its_session_loses_leadership_and_rejoins_after_resuming(cluster_factory) -> None:
@@ -36,7 +31,7 @@ def test_a_leader_paused_past_its_session_loses_leadership_and_rejoins_after_res
         assert c.partition_meta(TOPIC, 0).leader_epoch > epoch_before
         load.progress(300)
         c.resume(victim)
-        wait_for(lambda: _full_isr(c), 60, what="the resumed broker back in every ISR")
+        wait_for(lambda: c.full_isr(TOPIC, PARTITIONS), 60, what="the resumed broker back in every ISR")
         load.progress(300)
     finally:
         load.finish()
@@ -71,7 +66,8 @@ def test_a_controller_paused_past_its_session_is_replaced_and_steps_down_when_it
     with KafkaConnection(c.bootstrap) as conn:
         error, message = create_topic(conn, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
         assert error == ErrorCode.none, message
-    wait_for(lambda: c.controller_id() is not None and _full_isr(c), 30, what="a controller and full ISRs")
+    wait_for(lambda: c.controller_id() is not None and c.full_isr(TOPIC, PARTITIONS), 30,
+             what="a controller and full ISRs")
     old = c.controller_id()
     assert old is not None
     epoch = c.controller_epoch(old)
@@ -84,5 +80,5 @@ def test_a_controller_paused_past_its_session_is_replaced_and_steps_down_when_it
     c.resume(old)
     wait_for(lambda: not c.run(lambda: c.broker(old).link.controller.is_active), 30,
              what="the resumed old controller stepping down")
-    wait_for(lambda: _full_isr(c), 60, what="the resumed broker back in every ISR")
+    wait_for(lambda: c.full_isr(TOPIC, PARTITIONS), 60, what="the resumed broker back in every ISR")
     assert c.controller_id() == new
