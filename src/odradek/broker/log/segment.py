@@ -75,8 +75,12 @@ class LogSegment:
     # --- the data file, through the process's bounded set of open files ----------------------------------------
 
     def _pread(self, length: int, position: int) -> bytes:
-        with self.files.use(self) as fd:
+        files = self.files
+        fd = files.acquire(self)
+        try:
             return os.pread(fd, length, position)
+        finally:
+            files.release(self)
 
     def _file_size(self) -> int:
         with self.files.use(self) as fd:
@@ -196,9 +200,13 @@ class LogSegment:
         """Write stamped batches (``batches`` = their positions within ``buf`` and headers) at the end."""
         view = memoryview(buf)
         written = 0
-        with self.files.use(self) as fd:
+        files = self.files
+        fd = files.acquire(self)
+        try:
             while written < len(view):
                 written += os.pwrite(fd, view[written:], self.size + written)
+        finally:
+            files.release(self)
         base = self.size
         for rel, header in batches:
             self._track(base + rel, header)
