@@ -366,22 +366,18 @@ class ZkBrokers:
     def create(self, address: str, topic: str, layout: dict[int, tuple[int, ...]], wait_s: float = 600) -> None:
         """CreateTopics with an explicit replica assignment (as ``--replica-assignment`` does)."""
         import datetime
-        import sys
 
-        from kio.index import load_request_schema
-
+        from odradek.admin import CREATE_TOPICS, request_schema
         from odradek.client import KafkaConnection
 
         with KafkaConnection(address, timeout=wait_s + 30) as conn:
-            version = conn.version_for(19, 7)
-            cls = load_request_schema(19, version)
-            mod = sys.modules[cls.__module__]
+            version, cls, mod = request_schema(conn, CREATE_TOPICS, 7)
             assignments = tuple(mod.CreatableReplicaAssignment(partition_index=p, broker_ids=replicas)
                                 for p, replicas in layout.items())
             creatable = mod.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1,
                                            assignments=assignments, configs=())
-            conn.request(19, cls(topics=(creatable,), timeout=datetime.timedelta(seconds=wait_s),  # type: ignore[call-arg]
-                                 validate_only=False), version)
+            conn.request(CREATE_TOPICS, cls(topics=(creatable,), timeout=datetime.timedelta(seconds=wait_s),
+                                            validate_only=False), version)
 
     def close(self) -> None:
         for proc in self.procs.values():
@@ -460,7 +456,8 @@ def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> No
         moved = poll_metadata(survivor, [topic], lambda m: all(v[0] in (a, b2) for v in m.values()), 600)
         results["zk_failover_s"] = moved - start_t
         print(f"[zookeeper] leader failover after SIGKILL of a broker leading {partitions}: {moved - start_t:.2f} s "
-              f"(includes the {zk.session_timeout_ms / 1000:.0f} s session timeout)", flush=True)
+              f"(includes failure detection: up to the {zk.session_timeout_ms / 1000:.0f} s session timeout)",
+              flush=True)
     finally:
         zk.close()
 
@@ -515,8 +512,9 @@ def zookeeper_controller_phase(base: Path, partitions: int, results: dict[str, A
         results["zk_controller_active_s"] = active - start_t
         results["zk_controller_done_s"] = done - start_t
         results["zk_controller_work_s"] = done - active
-        print(f"[zookeeper] controller failover with {partitions} partitions after SIGKILL (includes the "
-              f"{zk.session_timeout_ms / 1000:.0f} s session timeout): another controller {active - start_t:.2f} s, "
+        print(f"[zookeeper] controller failover with {partitions} partitions after SIGKILL (includes up to "
+              f"the {zk.session_timeout_ms / 1000:.0f} s session timeout): "
+              f"another controller {active - start_t:.2f} s, "
               f"a topic created after the kill led {done - start_t:.2f} s ({done - active:.2f} s after the new "
               "controller appeared)", flush=True)
     finally:

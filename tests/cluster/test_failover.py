@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workload import Load, check_nothing_lost, read_back
+from workload import Load, check_nothing_lost, create_replicated_topic, read_back
 
 from brokers import wait_for
 from odradek.admin import create_topic
@@ -13,12 +13,9 @@ TOPIC = "ha"
 PARTITIONS = 3
 
 
-
 def test_leaders_killed_and_stopped_in_turn_lose_nothing(cluster_factory) -> None:
     c = cluster_factory(3)
-    with KafkaConnection(c.bootstrap) as conn:
-        error, message = create_topic(conn, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
-        assert error == ErrorCode.none, message
+    create_replicated_topic(c.bootstrap, TOPIC, PARTITIONS)
     load = Load(c.bootstrap, TOPIC, PARTITIONS)
     try:
         load.progress(500)

@@ -3,7 +3,7 @@ leaderships, and when it runs again it rejoins without losing or resurrecting an
 
 from __future__ import annotations
 
-from workload import Load, check_nothing_lost, read_back
+from workload import Load, check_nothing_lost, create_replicated_topic, read_back
 
 from brokers import wait_for
 from odradek.admin import create_topic
@@ -14,12 +14,9 @@ TOPIC = "frozen"
 PARTITIONS = 3
 
 
-
 def test_a_leader_paused_past_its_session_loses_leadership_and_rejoins_after_resuming(cluster_factory) -> None:
     c = cluster_factory(3)
-    with KafkaConnection(c.bootstrap) as conn:
-        error, message = create_topic(conn, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
-        assert error == ErrorCode.none, message
+    create_replicated_topic(c.bootstrap, TOPIC, PARTITIONS)
     load = Load(c.bootstrap, TOPIC, PARTITIONS)
     try:
         load.progress(300)
@@ -63,9 +60,7 @@ def test_a_paused_controller_holds_admin_requests_to_their_timeouts(cluster_fact
 
 def test_a_controller_paused_past_its_session_is_replaced_and_steps_down_when_it_runs_again(cluster_factory) -> None:
     c = cluster_factory(3)
-    with KafkaConnection(c.bootstrap) as conn:
-        error, message = create_topic(conn, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
-        assert error == ErrorCode.none, message
+    create_replicated_topic(c.bootstrap, TOPIC, PARTITIONS)
     wait_for(lambda: c.controller_id() is not None and c.full_isr(TOPIC, PARTITIONS), 30,
              what="a controller and full ISRs")
     old = c.controller_id()

@@ -14,13 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workload import Load, check_nothing_lost, partition_view, read_back
+from workload import Load, check_nothing_lost, create_replicated_topic, partition_view, read_back
 
 from brokers import wait_for
-from odradek.admin import create_topic
-from odradek.client import KafkaConnection
 from odradek.coordination.localzk import LocalZooKeeper
-from odradek.errors import ErrorCode
 
 pytestmark = pytest.mark.zookeeper
 
@@ -111,9 +108,7 @@ def _full_isr(brokers: list[ZkBroker]) -> bool:
 def test_leaders_sigkilled_and_sigtermed_in_turn_on_zookeeper_lose_nothing(zk_cluster: list[ZkBroker]) -> None:
     brokers = zk_cluster
     bootstrap = ",".join(b.address for b in brokers)
-    with KafkaConnection(brokers[0].address) as conn:
-        error, message = create_topic(conn, TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
-        assert error == ErrorCode.none, message
+    create_replicated_topic(brokers[0].address, TOPIC, PARTITIONS)
     wait_for(lambda: _full_isr(brokers), 30, what="the topic online with full ISRs")
     load = Load(bootstrap, TOPIC, PARTITIONS)
     try:

@@ -8,16 +8,14 @@ and in order, and nothing a consumer saw later disappeared.
 from __future__ import annotations
 
 import datetime
-import sys
 import threading
 from collections import defaultdict
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from kio.index import load_request_schema
 
 from brokers import wait_for
-from odradek.admin import metadata
+from odradek.admin import CREATE_TOPICS, create_topic, metadata, request_schema
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 
@@ -121,14 +119,19 @@ def check_nothing_lost(load: Load, final: dict[tuple[int, int], bytes]) -> None:
         assert values == sorted(values), f"partition {p} is out of order"
 
 
+def create_replicated_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """The acceptance tests' topic shape: RF 3 with min.insync.replicas=2, created through CreateTopics."""
+    with KafkaConnection(bootstrap) as conn:
+        error, message = create_topic(conn, topic, partitions, 3, {"min.insync.replicas": "2"})
+    assert error == ErrorCode.none, message
+
+
 def create_topic_with_assignment(
     bootstrap: str, topic: str, assignment: dict[int, list[int]], configs: dict[str, str] | None = None
 ) -> None:
     """CreateTopics with a manual replica assignment, so a test knows which brokers hold which partition."""
     with KafkaConnection(bootstrap) as conn:
-        version = conn.version_for(19, 7)
-        cls = load_request_schema(19, version)
-        mod = sys.modules[cls.__module__]
+        version, cls, mod = request_schema(conn, CREATE_TOPICS, 7)
         creatable = mod.CreatableTopic(
             name=topic, num_partitions=-1, replication_factor=-1,
             assignments=tuple(mod.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(r))
@@ -136,7 +139,7 @@ def create_topic_with_assignment(
             configs=tuple(mod.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()),
         )
         request = cls(topics=(creatable,), timeout=datetime.timedelta(seconds=30), validate_only=False)
-        result = conn.request(19, request, version).topics[0]
+        result = conn.request(CREATE_TOPICS, request, version).topics[0]
         assert result.error_code == ErrorCode.none, (ErrorCode(result.error_code), result.error_message)
 
 

@@ -64,7 +64,7 @@ Reply = Callable[[Any, BaseException | None], None]
 """Called on the loop with (decoded response, None) or (None, exception) for one request."""
 
 
-MAX_IN_FLIGHT = 256  # well under ZooKeeper's globalOutstandingLimit (1,000), past which it throttles every client
+MAX_IN_FLIGHT = 256  # well under ZooKeeper's default globalOutstandingLimit (1,000 outstanding requests)
 REFILL_AT = MAX_IN_FLIGHT * 3 // 4
 _FRAME_HEADER = struct.Struct("!iii")
 
@@ -300,10 +300,9 @@ class ZkWire:
     def send_many(self, requests: Any) -> None:
         """Queue every request; at most MAX_IN_FLIGHT are on the wire, each reply comes back in order.
 
-        The bound is for the server's sake: ZooKeeper answers every client's requests, pings included, from one
-        pipeline, so a controller pouring tens of thousands of creates into it starved other brokers' pings until their
-        connections timed out and their sessions expired (Kafka's client keeps ``zookeeper.max.in.flight.requests``,
-        10 by default). Our own pings bypass the queue.
+        The bound is for the server's sake: ZooKeeper serves every client's requests, pings included, through one
+        pipeline, and a controller writing tens of thousands of znodes should not queue them all there at once
+        (Kafka's client keeps ``zookeeper.max.in.flight.requests``, 10 by default). Our own pings bypass the queue.
         """
         transport = self._transport
         if transport is None or self.state is not SessionState.CONNECTED:

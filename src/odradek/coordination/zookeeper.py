@@ -56,9 +56,6 @@ from odradek.coordination.zkwire import ZkWire
 
 __all__ = ["ZooKeeperBackend", "ZooKeeperSession"]
 
-PIPELINE_WINDOW = 2048
-"""Requests in flight per bulk call: keeps ZooKeeper busy while bounding what is buffered on either side."""
-
 _ERRORS: dict[type[Exception], type[CoordinationError]] = {
     kz.NoNodeError: NoNodeError,
     kz.NodeExistsError: NodeExistsError,
@@ -270,15 +267,16 @@ class ZooKeeperSession(Session):
         return response
 
     async def _pipeline(self, requests: Sequence[Any]) -> list[_Outcome]:
+        """Every request handed to the wire at once; it keeps at most MAX_IN_FLIGHT of them on the connection."""
         outcomes: list[_Outcome] = [(None, None)] * len(requests)
-        for base in range(0, len(requests), PIPELINE_WINDOW):
-            end = min(len(requests), base + PIPELINE_WINDOW)
-            done: asyncio.Future[None] = self._loop.create_future()
-            self._wire.send_many(
-                (request, self._settler(outcomes, index, end, done))
-                for index, request in zip(range(base, end), requests[base:end], strict=True)
-            )
-            await done
+        if not requests:
+            return outcomes
+        done: asyncio.Future[None] = self._loop.create_future()
+        end = len(requests)
+        self._wire.send_many(
+            (request, self._settler(outcomes, index, end, done)) for index, request in enumerate(requests)
+        )
+        await done
         return outcomes
 
     @staticmethod

@@ -60,8 +60,8 @@ class OpenFiles:
     def acquire(self, owner: FileOwner) -> int:
         """The owner's descriptor, opened (created if missing) when it is not open, pinned until :meth:`release`.
 
-        A method pair rather than only a context manager: this is on the produce and fetch paths, once per system
-        call, and a generator-based ``with`` cost a fifth of the read throughput there (bench/log_append.py)."""
+        A method pair as well as :meth:`use`: this is on the produce and fetch paths, once per system call, where a
+        generator-based ``with`` adds its own overhead to the lock's."""
         with self._lock:
             fd = self._open.get(owner)
             if fd is None:
