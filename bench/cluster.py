@@ -91,16 +91,15 @@ def led_by(cluster: LocalCluster, topic: str, count: int, brokers: set[int] | No
     for broker_id, b in cluster.brokers.items():
         if not b.running or (brokers is not None and broker_id not in brokers):
             continue
-        led += sum(1 for (t, _i), part in b.partitions.items() if t == topic and part.is_leader)
+        led += sum(1 for (t, _i), part in b.replicas.partitions.items() if t == topic and part.is_leader)
     return led
 
 
 async def create_bulk(cluster: LocalCluster, topic: str, assignment: Mapping[int, tuple[int, ...]]) -> float:
     """Write the topic's assignment znode directly; seconds until every partition is led broker-side."""
     broker = next(b for b in cluster.brokers.values() if b.running)
-    assert broker.link is not None and broker.link.session is not None
     start = time.perf_counter()
-    await broker.link.session.create(zn.topic_path(topic), zn.TopicAssignment(assignment).to_json())
+    await broker.membership.current().create(zn.topic_path(topic), zn.TopicAssignment(assignment).to_json())
     end = await wait_until(lambda: led_by(cluster, topic, len(assignment)) == len(assignment), 1800,
                            f"{len(assignment)} partitions led")
     return end - start
@@ -109,14 +108,14 @@ async def create_bulk(cluster: LocalCluster, topic: str, assignment: Mapping[int
 def controller_of(cluster: LocalCluster) -> Any:
     cid = cluster.controller_id()
     assert cid is not None
-    controller = cluster.brokers[cid].link.controller  # type: ignore[union-attr]
+    controller = cluster.brokers[cid].controller
     return cid, controller
 
 
 async def kill_now(cluster: LocalCluster, broker_id: int) -> None:
     """SIGKILL and an immediate session expiry: the failure is detected at once."""
     broker = cluster.brokers[broker_id]
-    session = broker.link.session if broker.link is not None else None
+    session = broker.membership.session
     await cluster.kill(broker_id)
     if session is not None:
         cluster.backend.expire(session.session_id)
@@ -165,16 +164,15 @@ async def leadership_phases(data_dir: Path, partitions: int, results: dict[str, 
         await ctl.wait_idle()
 
         # --- controlled shutdown ---------------------------------------------------------------------------
-        link = cluster.brokers[victim].link
-        assert link is not None
-        original = link.controlled_shutdown
+        victim_broker = cluster.brokers[victim]
+        original = victim_broker.controlled_shutdown
         marks: dict[str, float] = {}
 
         async def timed() -> None:
             await original()
             marks["returned"] = time.perf_counter()
 
-        link.controlled_shutdown = timed  # type: ignore[method-assign]
+        victim_broker.controlled_shutdown = timed  # type: ignore[method-assign]
         with PROFILE:
             start = time.perf_counter()
             stopper = asyncio.create_task(cluster.stop_broker(victim, controlled=True))

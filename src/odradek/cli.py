@@ -45,35 +45,35 @@ def up(
     data_dir: Path, host: str, port: int, broker_id: int, rack: str | None, ready_file: Path | None,
     overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None,
 ) -> None:
-    """Start a broker, or N brokers on the embedded store; print ``bootstrap.servers=...`` once ready.
+    """Start a cluster on the embedded store (one broker unless --brokers N); print ``bootstrap.servers=...``.
 
-    With ``--brokers N`` the brokers get consecutive ports from ``--port`` (any free ports with 0) and data
-    directories ``DATA_DIR/broker-<id>``.
+    One broker or many, every broker runs the controller and the cluster keeps its metadata journaled in
+    ``DATA_DIR/coordination``; broker ``<id>`` keeps its logs in ``DATA_DIR/broker-<id>``. Brokers get consecutive
+    ports from ``--port`` (any free ports with 0) and ids from ``--broker-id``. A directory written by the old
+    single-broker mode (``topics.json``) is migrated on first start.
     """
-    from odradek.standalone import configure_logging, run_broker, run_cluster
+    from odradek.cluster import LocalCluster
+    from odradek.migration import MigrationRefused
+    from odradek.runner import configure_logging, run_cluster
 
     configure_logging(log_level)
-    if brokers > 1:
-        from odradek.cluster import LocalCluster
-
-        try:
-            cluster = LocalCluster(
-                brokers, data_dir, racks=racks.split(",") if racks else None, overrides=_parse_overrides(overrides),
-                host=host, ports=[port + i if port else 0 for i in range(brokers)],
-            )
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from exc
-        asyncio.run(run_cluster(cluster, ready_file))
-        return
     settings = _parse_overrides(overrides)
-    settings.setdefault("broker.id", str(broker_id))
-    if rack:
-        settings.setdefault("broker.rack", rack)
     try:
-        config = BrokerConfig.build(host=host, port=port, data_dir=str(data_dir), overrides=settings)
+        broker_id = int(settings.pop("broker.id", broker_id))  # server.properties habit: the first broker's id
+    except ValueError as exc:
+        raise click.UsageError(f"broker.id must be a number: {exc}") from exc
+    rack_list = racks.split(",") if racks else ([rack] if rack else None)
+    try:
+        cluster = LocalCluster(
+            brokers, data_dir, racks=rack_list, overrides=settings, host=host,
+            ports=[port + i if port else 0 for i in range(brokers)], first_broker_id=broker_id,
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    asyncio.run(run_broker(config, ready_file))
+    try:
+        asyncio.run(run_cluster(cluster, ready_file))
+    except MigrationRefused as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.command()
@@ -91,7 +91,8 @@ def broker(
     ready_file: Path | None, overrides: tuple[str, ...], log_level: str,
 ) -> None:
     """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft)."""
-    from odradek.standalone import configure_logging, run_broker
+    from odradek.migration import MigrationRefused
+    from odradek.runner import configure_logging, run_zookeeper_broker
 
     configure_logging(log_level)
     settings = _parse_overrides(overrides)
@@ -103,7 +104,10 @@ def broker(
         config = BrokerConfig.build(host=host, port=port, data_dir=str(data_dir), overrides=settings)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
-    asyncio.run(run_broker(config, ready_file, zookeeper=zookeeper))
+    try:
+        asyncio.run(run_zookeeper_broker(config, ready_file, zookeeper))
+    except MigrationRefused as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.command()
@@ -159,7 +163,7 @@ def topics(
 def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> None:
     """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
     from odradek.demo import run
-    from odradek.standalone import configure_logging
+    from odradek.runner import configure_logging
 
     configure_logging("WARNING")
     if not run(brokers, events, seconds, data_dir):

@@ -1,8 +1,8 @@
-"""Several brokers and the embedded coordination store in one process, with fault injection for tests.
+"""One or more brokers and the embedded coordination store in one process, with fault injection for tests.
 
-``odradek up --brokers 3`` runs a :class:`LocalCluster`: each broker listens on its own loopback port, keeps its own
-data directory (``<data-dir>/broker-<id>``) and its own coordination session, and runs its own controller, exactly
-as separate processes on ZooKeeper would; only the store is shared memory. The fault hooks act like the failures
+``odradek up`` runs a :class:`LocalCluster`, of one broker by default and of ``--brokers N`` otherwise: each
+broker listens on its own loopback port, keeps its own data directory (``<data-dir>/broker-<id>``) and its own
+coordination session, and runs its own controller, exactly as separate processes on ZooKeeper would; only the store is shared memory. The fault hooks act like the failures
 they name: :meth:`LocalCluster.kill` drops a broker without flushing or checkpointing and leaves its session to
 expire after its timeout, as a SIGKILLed process does; :meth:`LocalCluster.isolate` cuts it off from its peers and
 the store, as a network partition does.
@@ -20,6 +20,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
 from odradek.clock import Clock, SystemClock
 from odradek.coordination.durable import DurableEmbeddedBackend
+from odradek.migration import migrate
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,17 @@ class LocalCluster:
         host: str = "127.0.0.1",
         ports: Sequence[int] | None = None,
         clock: Clock | None = None,
+        first_broker_id: int = 0,
     ) -> None:
+        """Brokers get the ids ``first_broker_id .. first_broker_id + brokers - 1``."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if racks and len(racks) not in (1, brokers):
             raise ValueError(f"give one rack per broker ({brokers}) or one for all, not {len(racks)}")
+        if first_broker_id < 0:
+            raise ValueError(f"broker ids start at 0, not {first_broker_id}")
         self.size = brokers
+        self.broker_ids = list(range(first_broker_id, first_broker_id + brokers))
         self.data_dir = Path(data_dir)
         self.racks = list(racks or [])
         self.overrides = dict(overrides or {})
@@ -55,10 +61,12 @@ class LocalCluster:
         settings = dict(self.overrides)
         settings["broker.id"] = str(broker_id)
         if self.racks:
-            settings["broker.rack"] = self.racks[broker_id % len(self.racks)] if len(self.racks) > 1 else self.racks[0]
+            position = self.broker_ids.index(broker_id) if broker_id in self.broker_ids else broker_id
+            settings["broker.rack"] = self.racks[position % len(self.racks)]
         settings.setdefault("offsets.topic.replication.factor", str(min(3, self.size)))
         if port is None:
-            port = self.ports[broker_id] if broker_id < len(self.ports) else 0
+            position = self.broker_ids.index(broker_id) if broker_id in self.broker_ids else len(self.ports)
+            port = self.ports[position] if position < len(self.ports) else 0
         return BrokerConfig.build(
             host=self.host, port=port, data_dir=str(self.data_dir / f"broker-{broker_id}"), overrides=settings
         )
@@ -69,13 +77,14 @@ class LocalCluster:
 
     async def start(self) -> None:
         self._expiry = asyncio.create_task(self.backend.run_expiry(), name="embedded-store-expiry")
-        for broker_id in range(self.size):
+        await migrate(self.data_dir, self.backend, self.broker_ids[0])
+        for broker_id in self.broker_ids:
             await self.start_broker(broker_id)
 
     async def start_broker(self, broker_id: int) -> Broker:
         old = self.brokers.get(broker_id)
         config = self._config(broker_id, port=old.port if old is not None else None)  # a restart keeps its port
-        broker = Broker(config, self.clock, self.backend)
+        broker = Broker(config, self.backend, self.clock)
         await broker.start()
         self.brokers[broker_id] = broker
         return broker
@@ -98,8 +107,7 @@ class LocalCluster:
     async def kill(self, broker_id: int) -> None:
         """As SIGKILL: no controlled shutdown, no flush or checkpoint; the session expires after its timeout."""
         broker = self.brokers[broker_id]
-        if broker.link is not None and broker.link.session is not None:
-            self.backend.suspend(broker.link.session.session_id)
+        self._suspend(broker)
         await broker.crash()
 
     async def restart(self, broker_id: int, controlled: bool = True) -> Broker:
@@ -108,47 +116,49 @@ class LocalCluster:
             await broker.stop(controlled=controlled)
         return await self.start_broker(broker_id)
 
+    def _suspend(self, broker: Broker) -> None:
+        if broker.membership.session is not None:
+            self.backend.suspend(broker.membership.session.session_id)
+
+    def _resume(self, broker: Broker) -> None:
+        if broker.membership.session is not None:
+            with contextlib.suppress(Exception):
+                self.backend.resume(broker.membership.session.session_id)
+
     def expire_session(self, broker_id: int) -> None:
-        broker = self.brokers[broker_id]
-        if broker.link is not None and broker.link.session is not None:
-            self.backend.expire(broker.link.session.session_id)
+        session = self.brokers[broker_id].membership.session
+        if session is not None:
+            self.backend.expire(session.session_id)
 
     def isolate(self, broker_id: int) -> None:
         """Cut the broker off from its peers and the store; clients and peers see connections refused or dropped."""
         broker = self.brokers[broker_id]
-        if broker.link is not None and broker.link.session is not None:
-            self.backend.suspend(broker.link.session.session_id)
+        self._suspend(broker)
         broker.set_isolated(True)
 
     def pause(self, broker_id: int) -> None:
         """Freeze the broker as SIGSTOP would: its session goes silent (and expires after
         ``zookeeper.session.timeout.ms`` unless resumed first), nothing it holds is answered or sent."""
         broker = self.brokers[broker_id]
-        if broker.link is not None and broker.link.session is not None:
-            self.backend.suspend(broker.link.session.session_id)
+        self._suspend(broker)
         broker.pause()
 
     def resume(self, broker_id: int) -> None:
         """SIGCONT: the broker runs on; if its session expired meanwhile it registers again, as Kafka's does."""
         broker = self.brokers[broker_id]
-        if broker.link is not None and broker.link.session is not None:
-            with contextlib.suppress(Exception):
-                self.backend.resume(broker.link.session.session_id)
+        self._resume(broker)
         broker.resume()
 
     def heal(self, broker_id: int) -> None:
         broker = self.brokers[broker_id]
         broker.set_isolated(False)
-        if broker.link is not None and broker.link.session is not None:
-            with contextlib.suppress(Exception):
-                self.backend.resume(broker.link.session.session_id)
+        self._resume(broker)
 
     def controller_id(self) -> int | None:
         """The active controller with the highest epoch: a paused or cut-off one may still believe it is active
         after another has taken over (the zombie its epoch fences)."""
         active = [
-            (broker.link.controller.epoch, broker_id) for broker_id, broker in self.brokers.items()
-            if broker.running and broker.link is not None and broker.link.controller is not None
-            and broker.link.controller.is_active
+            (broker.controller.epoch, broker_id) for broker_id, broker in self.brokers.items()
+            if broker.running and broker.controller.is_active
         ]
         return max(active)[1] if active else None

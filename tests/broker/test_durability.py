@@ -104,7 +104,7 @@ def test_torn_tail_is_truncated_to_last_whole_batch(broker_factory) -> None:
     for round_ in range(5):  # five produce rounds, so the log holds several batches
         acked.update(_produce(broker.bootstrap, "torn", 100, start=round_ * 100))
     broker.stop()
-    segment = max(Path(broker.data_dir, "torn-0").glob("*.log"))
+    segment = max(Path(broker.data_dir, "broker-0", "torn-0").glob("*.log"))
     size = segment.stat().st_size
     with open(segment, "r+b") as f:
         f.truncate(size - 7)  # cut the last batch mid-way

@@ -23,6 +23,7 @@ from kio.static.primitive import Records
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import Connection
 from odradek.broker.server import Broker
+from odradek.coordination import EmbeddedBackend
 from odradek.protocol.framing import FrameError
 from odradek.protocol.records import encode_batch
 
@@ -44,9 +45,9 @@ def loop_and_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[as
     loop = asyncio.new_event_loop()
     data = Path(tmp_path_factory.mktemp("fuzz"))
     config = BrokerConfig.build(data_dir=str(data), overrides={"group.initial.rebalance.delay.ms": "0"})
-    broker = Broker(config)
+    broker = Broker(config, EmbeddedBackend())
     loop.run_until_complete(broker.start())
-    conn = Connection(broker, asyncio.StreamReader(), _NullWriter())  # type: ignore[arg-type]
+    conn = Connection(broker.services, broker, asyncio.StreamReader(), _NullWriter())  # type: ignore[arg-type]
     yield loop, conn
     loop.run_until_complete(broker.stop())
     loop.close()
@@ -76,7 +77,7 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(Heal
 
 def _kio_apis(conn: Connection) -> list[tuple[int, object]]:
     """APIs with kio schemas; the controller's own four (RAW) are fuzzed by the raw-frame tests below."""
-    return sorted((k, m) for k, m in conn.broker.apis.items() if not getattr(m, "RAW", False))
+    return sorted((k, m) for k, m in conn.services.apis.items() if not getattr(m, "RAW", False))
 
 
 @FUZZ

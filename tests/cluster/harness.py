@@ -45,14 +45,14 @@ class ThreadedCluster:
         return self.run(self.cluster.controller_id)
 
     def controller_epoch(self, broker_id: int) -> int:
-        return self.run(lambda: self.cluster.brokers[broker_id].link.controller.epoch)
+        return self.run(lambda: self.cluster.brokers[broker_id].controller.epoch)
 
     def leader_of(self, topic: str, partition: int) -> int:
         """The leader as the brokers themselves see it (a live broker's metadata cache)."""
 
         def find() -> int:
             for b in self.cluster.brokers.values():
-                if b.running and b.resumed.is_set():
+                if b.running and not b.faults.paused:
                     leader = b.metadata.leader_for(topic, partition)
                     if leader is not None:
                         return leader
@@ -63,7 +63,7 @@ class ThreadedCluster:
     def partition_meta(self, topic: str, partition: int) -> Any:
         def find() -> Any:
             for b in self.cluster.brokers.values():
-                if b.running and b.resumed.is_set() and topic in b.metadata.topics:
+                if b.running and not b.faults.paused and topic in b.metadata.topics:
                     return b.metadata.topics[topic].partitions.get(partition)
             return None
 
@@ -112,9 +112,9 @@ class ThreadedCluster:
             from odradek.coordination import NoNodeError
 
             for b in self.cluster.brokers.values():
-                if b.running and b.resumed.is_set() and b.link is not None and b.link.session is not None:
+                if b.running and not b.faults.paused and b.membership.session is not None:
                     try:
-                        data, _stat = await b.link.session.get(path)
+                        data, _stat = await b.membership.session.get(path)
                     except NoNodeError:
                         return None
                     return data
@@ -127,7 +127,7 @@ class ThreadedCluster:
 
         async def idle() -> None:
             for b in self.cluster.brokers.values():
-                if b.running and b.link is not None and b.link.controller is not None and b.link.controller.is_active:
-                    await b.link.controller.wait_idle()
+                if b.running and b.controller.is_active:
+                    await b.controller.wait_idle()
 
         self.call(idle())

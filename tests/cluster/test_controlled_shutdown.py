@@ -23,17 +23,17 @@ def _record_leaders_when_handover_ends(c: ThreadedCluster, broker_id: int) -> di
 
     def install() -> None:
         broker = c.broker(broker_id)
-        link = broker.link
-        original = link.controlled_shutdown
+        original = broker.controlled_shutdown
 
         async def wrapped() -> None:
             await original()
-            states = [json.loads((await link.session.get(f"/brokers/topics/{TOPIC}/partitions/{p}/state"))[0])
+            session = broker.membership.current()
+            states = [json.loads((await session.get(f"/brokers/topics/{TOPIC}/partitions/{p}/state"))[0])
                       for p in ASSIGNMENT]
             seen["store_leaders"] = [s["leader"] for s in states]
             seen["serving"] = broker.running
 
-        link.controlled_shutdown = wrapped
+        broker.controlled_shutdown = wrapped
 
     c.run(install)
     return seen

@@ -28,7 +28,7 @@ def _dirs(c: ThreadedCluster) -> list[Path]:
 def _ineligible(c: ThreadedCluster) -> bool:
     def check() -> bool:
         ctl = c.cluster.controller_id()
-        return ctl is not None and TOPIC in c.broker(ctl).link.controller.ctx.topics_ineligible_for_deletion
+        return ctl is not None and TOPIC in c.broker(ctl).controller.ctx.topics_ineligible_for_deletion
 
     return bool(c.run(check))
 

@@ -73,7 +73,7 @@ def test_a_controller_paused_past_its_session_is_replaced_and_steps_down_when_it
     wait_for(lambda: all(c.leader_of(TOPIC, p) not in (old, -1) for p in range(PARTITIONS)), 30,
              what="the paused broker's leaderships moved")
     c.resume(old)
-    wait_for(lambda: not c.run(lambda: c.broker(old).link.controller.is_active), 30,
+    wait_for(lambda: not c.run(lambda: c.broker(old).controller.is_active), 30,
              what="the resumed old controller stepping down")
     wait_for(lambda: c.full_isr(TOPIC, PARTITIONS), 60, what="the resumed broker back in every ISR")
     assert c.controller_id() == new

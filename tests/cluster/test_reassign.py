@@ -27,7 +27,7 @@ def _moved(c: ThreadedCluster, partition: int) -> bool:
 def _old_replica_gone(c: ThreadedCluster, partition: int) -> bool:
     broker_dir = c.cluster.data_dir / "broker-0"
     return not any(p.name.startswith(f"{TOPIC}-{partition}") for p in broker_dir.iterdir()) \
-        and c.run(lambda: (TOPIC, partition) not in c.broker(0).partitions)
+        and c.run(lambda: (TOPIC, partition) not in c.broker(0).replicas.partitions)
 
 
 def test_reassignment_from_0_1_2_to_1_2_3_under_load(cluster_factory, tmp_path: Path) -> None:

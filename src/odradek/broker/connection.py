@@ -3,7 +3,9 @@
 Like Kafka's SocketServer, a connection has one request in flight inside the broker at a time (Kafka mutes the
 channel until the response is sent), so pipelined requests are answered in order and a producer's batches for a
 partition are appended in the order it sent them. Anything unparseable closes this connection only, with one log
-line naming the peer and the reason.
+line naming the peer and the reason. A handler that fails on a well-formed request is our bug, not the client's:
+it is logged as an internal error with its traceback and answered with UNKNOWN_SERVER_ERROR where the response has a
+top-level error code (otherwise the connection is closed, and the client retries).
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ import asyncio
 import io
 import logging
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kio.serial import entity_writer
 
 from odradek.broker.apis import Encoded, RequestContext
+from odradek.broker.faults import FaultState
+from odradek.broker.services import Services
+from odradek.errors import ErrorCode
+from odradek.protocol.entities import empty_entity, forbidden_null
 from odradek.protocol.framing import (
     FrameError,
     decode_body,
@@ -24,9 +30,6 @@ from odradek.protocol.framing import (
     peek_key_version,
     request_schema,
 )
-
-if TYPE_CHECKING:
-    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +82,19 @@ def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | 
         writer.write(pending)
 
 
+class Listener(Protocol):
+    """What a connection needs of the listener that accepted it: whether it may serve yet, or still."""
+
+    serving: asyncio.Event
+    stopping: bool
+    faults: FaultState
+
+
 class Connection:
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.broker = broker
+    def __init__(self, services: Services, listener: Listener, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.services = services
+        self.listener = listener
         self.reader = reader
         self.writer = writer
         peer = writer.get_extra_info("peername")
@@ -89,12 +102,13 @@ class Connection:
         self.client_host = peer[0] if peer else ""
 
     async def serve(self) -> None:
-        max_bytes = self.broker.config["socket.request.max.bytes"]
+        max_bytes = self.services.config["socket.request.max.bytes"]
+        listener = self.listener
         try:
             # The listener opens early (the port must be known to register it); requests wait for start-up.
-            await self.broker.serving.wait()
-            while not (self.broker.stopping or self.broker.isolated):
-                await self.broker.resumed.wait()
+            await listener.serving.wait()
+            while not (listener.stopping or listener.faults.isolated):
+                await listener.faults.resumed.wait()
                 try:
                     prefix = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError as exc:
@@ -128,12 +142,13 @@ class Connection:
 
     async def dispatch(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
         key, version, correlation_id = peek_key_version(frame)
-        api = self.broker.apis.get(key)
+        apis = self.services.apis
+        api = apis.get(key)
         if api is None:
             raise FrameError(f"unknown API key {key} (version {version})")
         if key == API_VERSIONS_KEY and version > api.MAX_VERSION:
             # KIP-511: answer a too-new ApiVersions with a v0 response carrying the error and our ranges.
-            return encode_response(correlation_id, api.unsupported_version_response())
+            return encode_response(correlation_id, api.unsupported_version_response(apis))
         if getattr(api, "RAW", False):
             return await self._dispatch_raw(api, frame)
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
@@ -145,19 +160,31 @@ class Connection:
             raise FrameError(f"no schema for API {key} version {version}")
         header = decode_header(frame, schema)
         request = decode_body(frame, schema, header.body_offset)
-        ctx = RequestContext(self.broker, key, version, correlation_id, header.client_id, self.client_host)
+        ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host)
         try:
             response = await api.handle(ctx, request)
         except (TypeError, AttributeError, ValueError) as exc:
-            # kio decodes a null where the schema forbids one (an array length of -1, say); such a request is
-            # malformed, and the answer to a malformed request is a closed connection, not a guess.
-            raise FrameError(f"{api.__name__.rsplit('.', 1)[1]} v{version} request is malformed: {exc!r}") from exc
+            name = api.__name__.rsplit(".", 1)[1]
+            null = forbidden_null(request)
+            if null is not None:
+                # kio decodes a null where the schema forbids one (an array length of -1, say); such a request is
+                # malformed, and the answer to a malformed request is a closed connection, not a guess.
+                raise FrameError(f"{name} v{version} request is malformed: {null} is null") from exc
+            log.exception("internal error handling %s v%d from %s", name, version, self.peer)
+            return self._internal_error(correlation_id, ctx, name)
         if response is None:  # acks=0 produce: no response at all
             return None
         if isinstance(response, Encoded):
             flexible = ctx.response_class.__header_schema__.__flexible__
             return frame_encoded(correlation_id, flexible, response)
         return encode_response(correlation_id, response)
+
+    @staticmethod
+    def _internal_error(correlation_id: int, ctx: RequestContext, name: str) -> list[bytes | bytearray | memoryview]:
+        cls = ctx.response_class
+        if "error_code" not in cls.__dataclass_fields__:
+            raise FrameError(f"internal error handling {name} v{ctx.api_version}; its response has no error code")
+        return encode_response(correlation_id, empty_entity(cls, error_code=ErrorCode.unknown_server_error))
 
     async def _dispatch_raw(self, api: Any, frame: bytes) -> list[bytes | bytearray | memoryview]:
         """The controller's own APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown): not kio's."""
@@ -181,7 +208,7 @@ class Connection:
                 request = decode_request(header.api_key, body)
         except RequestFormatError as exc:
             raise FrameError(f"malformed controller request (API {api.API_KEY}): {exc}") from exc
-        ctx = RequestContext(self.broker, header.api_key, header.api_version, header.correlation_id,
+        ctx = RequestContext(self.services, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.client_host)
         response = await api.handle(ctx, request)
         return [frame_response(header.correlation_id, encode_body(response))]

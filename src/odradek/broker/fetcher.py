@@ -12,26 +12,47 @@ fenced by a newer leader epoch waits for the controller's next LeaderAndIsr.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_request_schema
 
+from odradek.broker.faults import FaultState
 from odradek.broker.peer import PeerConnection
+from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import CorruptBatchError, iter_batches
 from odradek.tasks import spawn
-
-if TYPE_CHECKING:
-    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 11  # names, not topic ids; no diverging-epoch field: truncation goes through OffsetForLeaderEpoch
 EPOCH_VERSION = 3
 BACKOFF_S = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    """The broker's follower settings (Kafka's names): ``replica.fetch.max.bytes``, ``replica.fetch.wait.max.ms``."""
+
+    max_bytes: int
+    wait_max_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherDeps:
+    """What a fetcher needs from its broker: who it is, its settings, the replicas it appends to (read-only), where
+    leaders listen, and the fault state that pauses or cuts it off."""
+
+    broker_id: int
+    settings: FetchSettings
+    replicas: Mapping[tuple[str, int], Partition]
+    endpoint: Callable[[int], tuple[str, int] | None]
+    faults: FaultState
 
 
 @dataclass(slots=True)
@@ -42,10 +63,10 @@ class FetchState:
 
 
 class ReplicaFetcher:
-    def __init__(self, broker: Broker, leader_id: int, host: str, port: int) -> None:
-        self.broker = broker
+    def __init__(self, deps: FetcherDeps, leader_id: int, host: str, port: int) -> None:
+        self.deps = deps
         self.leader_id = leader_id
-        self.peer = PeerConnection(host, port, f"replica-fetcher-{broker.broker_id}-{leader_id}")
+        self.peer = PeerConnection(host, port, f"replica-fetcher-{deps.broker_id}-{leader_id}")
         self.partitions: dict[tuple[str, int], FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -56,7 +77,7 @@ class ReplicaFetcher:
         self._epoch_mod = sys.modules[self._epoch_schema.__module__]
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.broker.broker_id}-from-{self.leader_id}")
+        self._task = asyncio.create_task(self._run(), name=f"fetcher-{self.deps.broker_id}-from-{self.leader_id}")
 
     async def stop(self) -> None:
         # Python 3.11's wait_for can swallow a cancellation that races a completing read, so the loop also
@@ -81,22 +102,22 @@ class ReplicaFetcher:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
-            if self.broker.isolated:
+            if self.deps.faults.isolated:
                 self.peer.close()
                 await asyncio.sleep(BACKOFF_S)
                 continue
-            await self.broker.resumed.wait()
+            await self.deps.faults.resumed.wait()
             try:
                 await self._truncate_pending()
                 await self._fetch_once()
             except asyncio.CancelledError:
                 raise
             except (TimeoutError, OSError, ConnectionError, asyncio.IncompleteReadError) as exc:
-                log.debug("fetcher %d<-%d: %s; backing off", self.broker.broker_id, self.leader_id, exc)
+                log.debug("fetcher %d<-%d: %s; backing off", self.deps.broker_id, self.leader_id, exc)
                 self.peer.close()
                 await asyncio.sleep(BACKOFF_S)
             except Exception:
-                log.exception("fetcher %d<-%d failed; backing off", self.broker.broker_id, self.leader_id)
+                log.exception("fetcher %d<-%d failed; backing off", self.deps.broker_id, self.leader_id)
                 self.peer.close()
                 await asyncio.sleep(BACKOFF_S)
 
@@ -108,7 +129,7 @@ class ReplicaFetcher:
         by_topic: dict[str, list[Any]] = {}
         asked: dict[tuple[str, int], int] = {}
         for (topic, index), st in pending:
-            part = self.broker.partitions.get((topic, index))
+            part = self.deps.replicas.get((topic, index))
             if part is None:
                 continue
             own_epoch = part.log.latest_epoch
@@ -121,7 +142,7 @@ class ReplicaFetcher:
         if not by_topic:
             return
         request = self._epoch_schema(
-            replica_id=self.broker.broker_id,
+            replica_id=self.deps.broker_id,
             topics=tuple(mod.OffsetForLeaderTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
         )
         response = await self.peer.request(23, EPOCH_VERSION, request, timeout=10)
@@ -129,7 +150,7 @@ class ReplicaFetcher:
             for p in t.partitions:
                 key = (t.topic, p.partition)
                 state = self.partitions.get(key)
-                part = self.broker.partitions.get(key)
+                part = self.deps.replicas.get(key)
                 if state is None or part is None:
                     continue
                 st = state
@@ -161,25 +182,23 @@ class ReplicaFetcher:
         for (topic, index), st in self.partitions.items():
             if st.truncating or st.delayed_until > now:
                 continue
-            part = self.broker.partitions.get((topic, index))
+            part = self.deps.replicas.get((topic, index))
             if part is None:
                 continue
             by_topic.setdefault(topic, []).append(
                 mod.FetchPartition(
                     partition=index, current_leader_epoch=st.leader_epoch, fetch_offset=part.log.log_end_offset,
                     log_start_offset=part.log.log_start_offset,
-                    partition_max_bytes=self.broker.config["replica.fetch.max.bytes"],
+                    partition_max_bytes=self.deps.settings.max_bytes,
                 )
             )
         if not by_topic:
             await asyncio.sleep(BACKOFF_S)
             return
-        wait_ms = self.broker.config["replica.fetch.wait.max.ms"]
-        import datetime
-
+        wait_ms = self.deps.settings.wait_max_ms
         request = self._fetch_schema(
-            replica_id=self.broker.broker_id, max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
-            max_bytes=10 * self.broker.config["replica.fetch.max.bytes"], isolation_level=0, session_id=0,
+            replica_id=self.deps.broker_id, max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
+            max_bytes=10 * self.deps.settings.max_bytes, isolation_level=0, session_id=0,
             session_epoch=-1,
             topics=tuple(mod.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
             forgotten_topics_data=(), rack_id="",
@@ -192,7 +211,7 @@ class ReplicaFetcher:
     def _apply(self, topic: str, p: Any) -> None:
         key = (topic, p.partition_index)
         st = self.partitions.get(key)
-        part = self.broker.partitions.get(key)
+        part = self.deps.replicas.get(key)
         if st is None or part is None or part.is_leader:
             return
         plog = part.log
@@ -239,15 +258,15 @@ class ReplicaFetcher:
 class FetcherManager:
     """Keeps one fetcher per leader broker and moves partitions between them as leadership changes."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, deps: FetcherDeps) -> None:
+        self.deps = deps
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._where: dict[tuple[str, int], int] = {}
         self._pending: dict[tuple[str, int], tuple[int, int]] = {}
 
     def follow(self, topic: str, partition: int, leader_id: int, leader_epoch: int) -> None:
         self.unfollow(topic, partition)
-        endpoint = self.broker.metadata.endpoint(leader_id)
+        endpoint = self.deps.endpoint(leader_id)
         if endpoint is None:
             # The leader's address arrives with the next UpdateMetadata; resolve_pending() picks it up then.
             log.info("no endpoint known yet for leader %d of %s-%d", leader_id, topic, partition)
@@ -255,7 +274,7 @@ class FetcherManager:
             return
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None or (fetcher.peer.host, fetcher.peer.port) != endpoint:
-            fetcher = ReplicaFetcher(self.broker, leader_id, endpoint[0], endpoint[1])
+            fetcher = ReplicaFetcher(self.deps, leader_id, endpoint[0], endpoint[1])
             old = self.fetchers.get(leader_id)
             if old is not None:
                 for tp, st in old.partitions.items():
@@ -268,7 +287,7 @@ class FetcherManager:
 
     def resolve_pending(self) -> None:
         for (topic, partition), (leader_id, epoch) in list(self._pending.items()):
-            if self.broker.metadata.endpoint(leader_id) is not None:
+            if self.deps.endpoint(leader_id) is not None:
                 self.follow(topic, partition, leader_id, epoch)
 
     def unfollow(self, topic: str, partition: int) -> None:
@@ -276,6 +295,11 @@ class FetcherManager:
         leader_id = self._where.pop((topic, partition), None)
         if leader_id is not None and leader_id in self.fetchers:
             self.fetchers[leader_id].remove(topic, partition)
+
+    def drop_connections(self) -> None:
+        """A network partition: every fetch connection goes (the fetchers reconnect once healed)."""
+        for fetcher in self.fetchers.values():
+            fetcher.peer.close()
 
     async def stop(self) -> None:
         for fetcher in self.fetchers.values():

@@ -22,13 +22,11 @@ import functools
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.index import load_response_schema
 
-if TYPE_CHECKING:
-    from odradek.broker.server import Broker
-
+from odradek.broker.services import Services
 
 NO_THROTTLE = datetime.timedelta(0)
 
@@ -42,7 +40,7 @@ class Encoded:
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    services: Services
     api_key: int
     api_version: int
     correlation_id: int

@@ -2,9 +2,8 @@
 
 Starts (target replica list) or cancels (null) partition reassignments on the active controller, which runs
 Kafka's OAR/RAR flow: add the new replicas, wait for them to join the ISR, move leadership if needed, then stop and
-delete the old replicas. Non-controllers answer NOT_CONTROLLER; standalone brokers INVALID_REQUEST (there is
-nowhere to move a replica to). Per partition: UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT,
-NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel.
+delete the old replicas. Non-controllers answer NOT_CONTROLLER. Per partition: UNKNOWN_TOPIC_OR_PARTITION,
+INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel.
 """
 
 from __future__ import annotations
@@ -28,11 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     }
     top_error, top_message = ErrorCode.none, None
     outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
-    link = ctx.broker.link
-    controller = link.controller if link is not None else None
-    if link is None:
-        top_error, top_message = ErrorCode.invalid_request, "a standalone broker has no other replicas"
-    elif controller is None or not controller.is_active:
+    controller = ctx.services.controller
+    if not controller.is_active:
         top_error = ErrorCode.not_controller
     else:
         try:

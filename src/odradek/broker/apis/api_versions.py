@@ -8,6 +8,7 @@ accept without checking.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kio.index import load_response_schema
@@ -21,7 +22,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def _api_list(apis: dict[int, Any], cls: type[Any]) -> tuple[Any, ...]:
+def _api_list(apis: Mapping[int, Any], cls: type[Any]) -> tuple[Any, ...]:
     return tuple(
         fit(cls, api_key=i16(key), min_version=i16(m.MIN_VERSION), max_version=i16(m.MAX_VERSION))
         for key, m in sorted(apis.items())
@@ -32,15 +33,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     api_version = nested(ctx, "ApiVersion")
     keys = tuple(
         api_version(api_key=i16(key), min_version=i16(m.MIN_VERSION), max_version=i16(m.MAX_VERSION))
-        for key, m in sorted(ctx.broker.apis.items())
+        for key, m in sorted(ctx.services.apis.items())
     )
     return fit(ctx.response_class, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
 
 
-def unsupported_version_response() -> Any:
-    """KIP-511's fallback: the v0 response with error 35; the broker's list is filled in by the connection."""
-    from odradek.broker.server import load_apis
-
+def unsupported_version_response(apis: Mapping[int, Any]) -> Any:
+    """KIP-511's fallback: the v0 response with error 35 and the broker's list of ``apis``."""
     cls = load_response_schema(API_KEY, 0)
     module = __import__(cls.__module__, fromlist=["ApiVersion"])
-    return fit(cls, error_code=ErrorCode.unsupported_version, api_keys=_api_list(load_apis(), module.ApiVersion))
+    return fit(cls, error_code=ErrorCode.unsupported_version, api_keys=_api_list(apis, module.ApiVersion))

@@ -11,7 +11,7 @@ from typing import Any
 
 from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import KafkaError
 
 API_KEY = creq.CONTROLLED_SHUTDOWN
 MIN_VERSION = MAX_VERSION = creq.API_VERSION
@@ -19,11 +19,8 @@ RAW = True
 
 
 async def handle(ctx: RequestContext, request: creq.ControlledShutdownRequest) -> Any:
-    link = ctx.broker.link
-    if link is None or link.controller is None:
-        return creq.ControlledShutdownResponse(int(ErrorCode.not_controller))
     try:
-        remaining = await link.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+        remaining = await ctx.services.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
     except KafkaError as exc:
         return creq.ControlledShutdownResponse(int(exc.code))
     return creq.ControlledShutdownResponse(

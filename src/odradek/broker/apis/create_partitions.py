@@ -22,7 +22,7 @@ MAX_VERSION = 3
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     deadline = deadline_of(request.timeout)
     result_cls = nested(ctx, "CreatePartitionsTopicResult")
     counts = collections.Counter(t.name for t in request.topics)
@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic in request: {t.name}")
-            record = await broker.admin.topic_record(t.name)
+            record = await services.topics.topic_record(t.name)
             if record is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist.")
             current = len(record.assignment)
@@ -41,9 +41,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     ErrorCode.invalid_partitions,
                     f"Topic currently has {current} partitions, which is higher than the requested {t.count}.",
                 )
-            new = broker.assign_new_partitions(record.assignment, t.count, t.assignments)
+            new = services.topics.assign_new_partitions(record.assignment, t.count, t.assignments)
             if not request.validate_only:
-                await broker.admin.add_partitions(t.name, new, remaining_s(deadline))
+                await services.topics.add_partitions(t.name, new, remaining_s(deadline))
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(result_cls(name=t.name, error_code=error, error_message=message))

@@ -26,7 +26,7 @@ MAX_VERSION = 7
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     deadline = deadline_of(request.timeout)
     result_cls = nested(ctx, "CreatableTopicResult")
     config_cls = nested(ctx, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
@@ -42,13 +42,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
-            chosen = await broker.check_new_topic(
+            chosen = await services.topics.check_new_topic(
                 t.name, t.num_partitions, t.replication_factor, assignment or None, configs
             )
             partitions = len(chosen)
             rf = len(chosen[0])
             if not request.validate_only:
-                record = await broker.create_topic(t.name, chosen, configs, remaining_s(deadline))
+                record = await services.topics.create_topic(t.name, chosen, configs, remaining_s(deadline))
                 topic_id = record.topic_id
             if config_cls is not None:
                 described = tuple(
@@ -56,7 +56,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                         is_sensitive=e.sensitive,
                     )
-                    for e in describe(validate_overrides(configs), broker.config.topic_defaults())
+                    for e in describe(validate_overrides(configs), services.config.topic_defaults())
                 )
         except KafkaError as exc:
             error, message = exc.code, exc.message

@@ -19,7 +19,7 @@ MAX_VERSION = 2
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(dict.fromkeys(request.groups_names))
-    results = await ctx.broker.groups.delete_groups(names)
+    results = await ctx.services.groups.delete_groups(names)
     result_cls = nested(ctx, "DeletableGroupResult")
     return fit(
         ctx.response_class,

@@ -21,7 +21,7 @@ MAX_VERSION = 6
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     deadline = deadline_of(request.timeout)
     result_cls = nested(ctx, "DeletableTopicResult")
     if ctx.api_version >= 6:
@@ -33,16 +33,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error, message = ErrorCode.none, None
         try:
             if name is None:
-                meta = broker.metadata.topic_by_id(topic_id)
+                meta = services.metadata.topic_by_id(topic_id)
                 if meta is None:
                     raise KafkaError(ErrorCode.unknown_topic_id)
                 name = meta.name
-            meta = broker.metadata.topics.get(name)
+            meta = services.metadata.topics.get(name)
             if meta is not None:
                 topic_id = meta.topic_id
             if name in INTERNAL_TOPICS:
                 raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic {name} is an internal topic")
-            await broker.delete_topic(name, remaining_s(deadline))
+            await services.topics.delete_topic(name, remaining_s(deadline))
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(result_cls(name=name, topic_id=topic_id, error_code=error, error_message=message))

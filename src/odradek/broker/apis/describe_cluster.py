@@ -17,7 +17,7 @@ MAX_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cache = ctx.broker.metadata
+    cache = ctx.services.metadata
     broker_cls = nested(ctx, "DescribeClusterBroker")
     brokers = tuple(
         broker_cls(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.broker.config import BROKER_DEFAULTS
 from odradek.broker.topic_config import describe, validate_overrides
 from odradek.errors import ErrorCode, KafkaError
+from odradek.broker.config import BROKER_DEFAULTS
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -26,7 +26,7 @@ _TYPES = {bool: 1, str: 2, int: 5}
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     result_cls = nested(ctx, "DescribeConfigsResult")
     entry_cls = nested(ctx, "DescribeConfigsResourceResult")
     synonym_cls = nested(ctx, "DescribeConfigsSynonym")
@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         keys = set(res.configuration_keys) if res.configuration_keys else None
         try:
             if res.resource_type == TOPIC:
-                record = await broker.admin.topic_record(res.resource_name)
+                record = await services.topics.topic_record(res.resource_name)
                 if record is None:
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
                 entries = [
@@ -49,19 +49,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         documentation=e.doc if getattr(request, "include_documentation", False) else None,
                     )
                     for e in describe(
-                        validate_overrides(record.configs), broker.config.topic_defaults(),
+                        validate_overrides(record.configs), services.config.topic_defaults(),
                         sorted(keys) if keys else None,
                     )
                 ]
                 configs = tuple(entries)
             elif res.resource_type == BROKER:
-                if res.resource_name not in ("", str(broker.broker_id)):
+                if res.resource_name not in ("", str(services.broker_id)):
                     raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
                 entries = []
                 for name, (kind, default) in sorted(BROKER_DEFAULTS.items()):
                     if keys is not None and name not in keys:
                         continue
-                    value = broker.config[name]
+                    value = services.config[name]
                     text = None if value is None else (str(value).lower() if kind is bool else str(value))
                     source = DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG
                     entries.append(

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     described = []
     for group_id in request.groups:
-        error, summary = ctx.broker.groups.describe_group(group_id)
+        error, summary = ctx.services.groups.describe_group(group_id)
         message = None
         if summary is None:
             state, protocol_type, protocol, members = "Dead", "", "", ()

@@ -4,8 +4,7 @@ Preferred (0) or unclean (1) leader election for the named partitions (all parti
 the active controller; any other broker answers NOT_CONTROLLER at the top level (v1+) or per partition (v0), and
 clients retry against the controller their metadata names. Per partition: ELECTION_NOT_NEEDED when the preferred
 replica already leads, PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies,
-UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist. A standalone broker leads everything: every
-election there is ELECTION_NOT_NEEDED.
+UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
 """
 
 from __future__ import annotations
@@ -23,20 +22,14 @@ MAX_VERSION = 2
 async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = nested(ctx, "PartitionResult")
     topic_cls = nested(ctx, "ReplicaElectionResult")
-    broker = ctx.broker
     election_type = getattr(request, "election_type", 0)
     wanted = None
     if request.topic_partitions is not None:
         wanted = [(t.topic, int(p)) for t in request.topic_partitions for p in t.partitions]
     top_error = ErrorCode.none
     outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
-    controller = broker.link.controller if broker.link is not None else None
-    if broker.link is None:
-        targets = wanted if wanted is not None else [tp for tp in broker.partitions]
-        for tp in targets:
-            known = tp in broker.partitions
-            outcomes[tp] = (ErrorCode.election_not_needed if known else ErrorCode.unknown_topic_or_partition, None)
-    elif controller is None or not controller.is_active:
+    controller = ctx.services.controller
+    if not controller.is_active:
         top_error = ErrorCode.not_controller
         for tp in wanted or []:
             outcomes[tp] = (ErrorCode.not_controller, None)

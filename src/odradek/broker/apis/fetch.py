@@ -35,21 +35,21 @@ def _replica_id(request: Any) -> int:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Encoded:
-    broker = ctx.broker
+    services = ctx.services
     replica_id = _replica_id(request)
     wanted: list[tuple[str, uuid.UUID, list[Any]]] = []
     unknown_ids: list[tuple[uuid.UUID, list[Any]]] = []
     for t in request.topics:
         if ctx.api_version >= 13:
             topic_id: uuid.UUID = t.topic_id or uuid.UUID(int=0)
-            meta = broker.metadata.topic_by_id(topic_id)
+            meta = services.metadata.topic_by_id(topic_id)
             if meta is None:
                 unknown_ids.append((topic_id, list(t.partitions)))
                 continue
             name: str = meta.name
         else:
             name = t.topic
-            meta = broker.metadata.topics.get(name)
+            meta = services.metadata.topics.get(name)
             topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
         wanted.append((name, topic_id, list(t.partitions)))
 
@@ -79,7 +79,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
 def _read_all(
     ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, list[Any]]], replica_id: int, max_bytes: int
 ) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[Partition]]:
-    broker = ctx.broker
+    services = ctx.services
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
     budget = max_bytes
     total = 0
@@ -91,7 +91,7 @@ def _read_all(
             result = FetchPartitionResult(fp.partition)
             results.append(result)
             try:
-                part = broker.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
+                part = services.replicas.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
                 plog = part.log
                 if replica_id >= 0:
                     part.record_follower_fetch(replica_id, fp.fetch_offset)
@@ -108,7 +108,7 @@ def _read_all(
                 waitable.append(part)
             except KafkaError as exc:
                 result.error_code = int(exc.code)
-                part_or_none = broker.partitions.get((name, fp.partition))
+                part_or_none = services.replicas.get((name, fp.partition))
                 if part_or_none is None:
                     continue
                 part = part_or_none

@@ -69,17 +69,17 @@ async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_An
         return [_error(ErrorCode.coordinator_not_available, "odradek has no transaction coordinator") for _ in keys]
     if key_type != KEY_TYPE_GROUP:
         return [_error(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}") for _ in keys]
-    broker = ctx.broker
-    if broker.metadata.partition_count(OFFSETS_TOPIC) is None:
+    services = ctx.services
+    if services.metadata.partition_count(OFFSETS_TOPIC) is None:
         try:
-            await broker.ensure_offsets_topic()
+            await services.topics.ensure_offsets_topic()
         except KafkaError as exc:
             log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
             return [_error(ErrorCode.coordinator_not_available, str(exc)) for _ in keys]
     answers: list[_Answer] = []
     for key in keys:
-        leader = broker.metadata.leader_for(OFFSETS_TOPIC, broker.groups.partition_for(key))
-        endpoint = broker.metadata.endpoint(leader) if leader is not None else None
+        leader = services.metadata.leader_for(OFFSETS_TOPIC, services.groups.partition_for(key))
+        endpoint = services.metadata.endpoint(leader) if leader is not None else None
         if leader is None or endpoint is None:
             answers.append(_error(ErrorCode.coordinator_not_available))
         else:

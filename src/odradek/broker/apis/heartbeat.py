@@ -17,7 +17,7 @@ MAX_VERSION = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    error = ctx.broker.groups.heartbeat(
+    error = ctx.services.groups.heartbeat(
         request.group_id,
         request.generation_id,
         request.member_id,

@@ -51,7 +51,7 @@ def apply_operations(current: dict[str, str], ops: Any) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     result_cls = nested(ctx, "AlterConfigsResourceResponse")
     results = []
     for res in request.resources:
@@ -61,12 +61,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.invalid_request, "broker configs are static in odradek")
             if res.resource_type != TOPIC:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
-            record = await broker.admin.topic_record(res.resource_name)
+            record = await services.topics.topic_record(res.resource_name)
             if record is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
             new = apply_operations(record.configs, res.configs)
             if not request.validate_only:
-                await broker.admin.alter_topic_configs(res.resource_name, new)
+                await services.topics.alter_topic_configs(res.resource_name, new)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         new_pid, new_epoch = pid, epoch + 1
     else:
-        new_pid, new_epoch = await ctx.broker.producer_ids.next_id(), 0
+        new_pid, new_epoch = await ctx.services.producer_ids.next_id(), 0
     return fit(
         ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
         producer_id=new_pid, producer_epoch=new_epoch,

@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     session_timeout_ms = request.session_timeout // _MS
     rebalance_timeout_ms = request.rebalance_timeout // _MS if version >= 1 else session_timeout_ms
-    result = await ctx.broker.groups.join_group(
+    result = await ctx.services.groups.join_group(
         request.group_id,
         request.member_id,
         getattr(request, "group_instance_id", None),

@@ -4,7 +4,7 @@ Applies the controller's leadership decisions: become leader (stop fetching, tak
 or follower (fetch from the new leader after truncating by leader epoch). A request from an older controller epoch
 gets STALE_CONTROLLER_EPOCH and changes nothing — a zombie controller is powerless; a partition whose leader epoch
 is older than ours is left alone (STALE_CONTROLLER_EPOCH for it); one this broker does not replicate gets
-UNKNOWN_TOPIC_OR_PARTITION. A standalone broker has no controller and refuses with INVALID_REQUEST.
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from typing import Any
 
 from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
-from odradek.errors import ErrorCode
 
 API_KEY = creq.LEADER_AND_ISR
 MIN_VERSION = MAX_VERSION = creq.API_VERSION
@@ -21,7 +20,4 @@ RAW = True
 
 
 async def handle(ctx: RequestContext, request: creq.LeaderAndIsrRequest) -> Any:
-    link = ctx.broker.link
-    if link is None:
-        return creq.LeaderAndIsrResponse(int(ErrorCode.invalid_request))
-    return await link.leader_and_isr(request)
+    return await ctx.services.controller_requests.leader_and_isr(request)

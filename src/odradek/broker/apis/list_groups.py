@@ -18,7 +18,7 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    error, groups = ctx.broker.groups.list_groups(
+    error, groups = ctx.services.groups.list_groups(
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
     listed = nested(ctx, "ListedGroup")

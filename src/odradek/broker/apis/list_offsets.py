@@ -25,7 +25,7 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -1, -
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    services = ctx.services
     partition_response = nested(ctx, "ListOffsetsPartitionResponse")
     topic_response = nested(ctx, "ListOffsetsTopicResponse")
     topics = []
@@ -34,7 +34,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             error, offset, timestamp, epoch = ErrorCode.none, -1, -1, -1
             try:
-                part = broker.leader_partition(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
+                epoch = getattr(p, "current_leader_epoch", -1)
+                part = services.replicas.leader_partition(t.name, p.partition_index, epoch)
                 plog = part.log
                 ts = p.timestamp
                 lagging = request.replica_id < 0 and part.high_watermark_lagging

@@ -1,8 +1,7 @@
 """ListPartitionReassignments (key 46), version 0.
 
 The reassignments in progress on the active controller (all, or those of the named partitions), each with its full
-replica set and the replicas being added and removed. Non-controllers answer NOT_CONTROLLER; a standalone broker
-has none in progress.
+replica set and the replicas being added and removed. Non-controllers answer NOT_CONTROLLER.
 """
 
 from __future__ import annotations
@@ -25,16 +24,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
     error, message = ErrorCode.none, None
     states: dict[Any, Any] = {}
-    link = ctx.broker.link
-    if link is not None:
-        controller = link.controller
-        if controller is None or not controller.is_active:
-            error = ErrorCode.not_controller
-        else:
-            try:
-                states = await controller.list_partition_reassignments(wanted)
-            except KafkaError as exc:
-                error, message = exc.code, exc.message
+    controller = ctx.services.controller
+    if not controller.is_active:
+        error = ErrorCode.not_controller
+    else:
+        try:
+            states = await controller.list_partition_reassignments(wanted)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
     by_topic: dict[str, list[Any]] = {}
     for tp, st in sorted(states.items()):
         by_topic.setdefault(tp[0], []).append(

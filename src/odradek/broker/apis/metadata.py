@@ -13,10 +13,10 @@ import logging
 from typing import Any
 
 from odradek.broker.apis import Encoded, RequestContext
-from odradek.broker.metadata import TopicMeta
 from odradek.broker.topics import validate_topic_name
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.encoders import MetadataPartition, MetadataTopic, encode_metadata_response
+from odradek.broker.metadata import TopicMeta
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -40,8 +40,8 @@ def topic_entry(meta: TopicMeta, live: set[int]) -> MetadataTopic:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Encoded:
-    broker = ctx.broker
-    cache = broker.metadata
+    services = ctx.services
+    cache = services.metadata
     version = ctx.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
@@ -54,7 +54,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         entries = [topic_entry(t, live) for t in cache.topics.values()]
     else:
         allow_create = (
-            getattr(request, "allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+            getattr(request, "allow_auto_topic_creation", True) and services.config["auto.create.topics.enable"]
         )
         for t in requested:
             name = t.name
@@ -88,11 +88,11 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
 
 
 async def _auto_create(ctx: RequestContext, name: str) -> TopicMeta | None:
-    broker = ctx.broker
+    services = ctx.services
     try:
-        assignment = await broker.check_new_topic(name, -1, -1, None, {})
-        await broker.create_topic(name, assignment, {})
+        assignment = await services.topics.check_new_topic(name, -1, -1, None, {})
+        await services.topics.create_topic(name, assignment, {})
     except KafkaError as exc:
         if exc.code != ErrorCode.topic_already_exists:
             log.info("not auto-creating topic %r: %s", name, exc)
-    return broker.metadata.topics.get(name)
+    return services.metadata.topics.get(name)

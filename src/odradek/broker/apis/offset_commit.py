@@ -24,7 +24,7 @@ MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     errors: dict[tuple[str, int], ErrorCode] = {}
     commits: dict[tuple[str, int], OffsetCommit] = {}
     for topic in request.topics:
@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
     if commits:
         errors.update(
-            await ctx.broker.groups.commit_offsets(
+            await ctx.services.groups.commit_offsets(
                 request.group_id,
                 request.member_id,
                 getattr(request, "group_instance_id", None),

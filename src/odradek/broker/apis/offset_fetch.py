@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 def _fetch(ctx: RequestContext, group_id: str, requested: Any) -> _GroupAnswer:
     """Ask the coordinator; keep the request's topic order, or the committed order when all were asked for."""
     wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
-    error, offsets = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    error, offsets = ctx.services.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[tuple[int, OffsetValue | None, ErrorCode]]] = {}
     if requested is None:
         if error is ErrorCode.none:

@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             error, epoch, end = ErrorCode.none, -1, -1
             try:
-                part = ctx.broker.leader_partition(t.topic, p.partition, p.current_leader_epoch)
+                part = ctx.services.replicas.leader_partition(t.topic, p.partition, p.current_leader_epoch)
                 epoch, end = part.log.end_offset_for_epoch(p.leader_epoch)
             except KafkaError as exc:
                 error = exc.code

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
-    broker = ctx.broker
+    services = ctx.services
     acks = request.acks
     timeout_s = request.timeout.total_seconds()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
@@ -51,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
                     raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}")
                 if pdata.records is None:
                     raise KafkaError(ErrorCode.invalid_record, "no records")
-                part = broker.leader_partition(topic.name, pdata.index)
+                part = services.replicas.leader_partition(topic.name, pdata.index)
                 if acks == -1:
                     min_isr = min(int(part.log.config.min_insync_replicas), len(part.replicas))
                     if len(part.isr) < min_isr:
@@ -60,7 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
                             f"The size of the current ISR {part.isr} is insufficient to satisfy the min.isr "
                             f"requirement of {min_isr} for partition {topic.name}-{pdata.index}",
                         )
-                appended, part = broker.append_records(topic.name, pdata.index, pdata.records)
+                appended, part = services.replicas.append_records(topic.name, pdata.index, pdata.records)
                 result.base_offset = appended.first_offset
                 result.log_append_time_ms = appended.log_append_time_ms
                 result.log_start_offset = appended.log_start_offset

@@ -2,7 +2,7 @@
 
 Stops replicating partitions: the fetcher lets go and the partition stops leading; with ``delete_partitions`` its
 log is deleted from disk (topic deletion, reassignment away from this broker). Older controller epochs get
-STALE_CONTROLLER_EPOCH; a standalone broker refuses with INVALID_REQUEST.
+STALE_CONTROLLER_EPOCH.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
-from odradek.errors import ErrorCode
 
 API_KEY = creq.STOP_REPLICA
 MIN_VERSION = MAX_VERSION = creq.API_VERSION
@@ -19,7 +18,4 @@ RAW = True
 
 
 async def handle(ctx: RequestContext, request: creq.StopReplicaRequest) -> Any:
-    link = ctx.broker.link
-    if link is None:
-        return creq.StopReplicaResponse(int(ErrorCode.invalid_request))
-    return await link.stop_replica(request)
+    return await ctx.services.controller_requests.stop_replica(request)

@@ -18,7 +18,7 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    result = await ctx.broker.groups.sync_group(
+    result = await ctx.services.groups.sync_group(
         request.group_id,
         request.generation_id,
         request.member_id,

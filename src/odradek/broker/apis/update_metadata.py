@@ -3,7 +3,7 @@
 Replaces this broker's view of the live brokers and of partition leaders, ISRs and offline replicas, which Metadata,
 FindCoordinator and every leader check answer from. Partitions with leader -2 belong to a topic being deleted and
 leave the cache. Topic ids are read once from ``/brokers/topics/{topic}``. Older controller epochs get
-STALE_CONTROLLER_EPOCH; a standalone broker refuses with INVALID_REQUEST.
+STALE_CONTROLLER_EPOCH.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 
 from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
-from odradek.errors import ErrorCode
 
 API_KEY = creq.UPDATE_METADATA
 MIN_VERSION = MAX_VERSION = creq.API_VERSION
@@ -20,7 +19,4 @@ RAW = True
 
 
 async def handle(ctx: RequestContext, request: creq.UpdateMetadataRequest) -> Any:
-    link = ctx.broker.link
-    if link is None:
-        return creq.UpdateMetadataResponse(int(ErrorCode.invalid_request))
-    return await link.update_metadata(request)
+    return await ctx.services.controller_requests.update_metadata(request)

@@ -1,4 +1,8 @@
-"""Run brokers in this process until SIGINT or SIGTERM, then shut them down cleanly (flush, checkpoints)."""
+"""Run brokers in this process until SIGINT or SIGTERM, then shut them down cleanly (flush, checkpoints).
+
+``odradek up`` runs a :class:`~odradek.cluster.LocalCluster` (a cluster of one unless ``--brokers N``) on the
+embedded, journaled coordination store; ``odradek broker`` runs one broker of a cluster coordinated by ZooKeeper.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +16,16 @@ from pathlib import Path
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
 from odradek.cluster import LocalCluster
+from odradek.migration import refuse_for_zookeeper
 
 log = logging.getLogger(__name__)
 
 
-async def run_broker(config: BrokerConfig, ready_file: Path | None, zookeeper: str | None = None) -> None:
-    backend = None
-    if zookeeper:
-        from odradek.coordination import ZooKeeperBackend
+async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zookeeper: str) -> None:
+    from odradek.coordination import ZooKeeperBackend
 
-        backend = ZooKeeperBackend(zookeeper)
-    broker = Broker(config, backend=backend)
+    refuse_for_zookeeper(Path(config.data_dir))
+    broker = Broker(config, ZooKeeperBackend(zookeeper))
     await broker.start()
 
     async def stop_all() -> None:

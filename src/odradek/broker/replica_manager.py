@@ -1,0 +1,217 @@
+"""The partitions this broker hosts, their logs and the fetchers that replicate them (Kafka's ReplicaManager).
+
+Everything that changes which replicas exist here, and whether each leads or follows, goes through this one object:
+the controller's LeaderAndIsr and StopReplica (applied by :mod:`odradek.broker.link.controller_requests`), topic
+config changes, and the periodic ISR expiry. Client handlers find a partition here and append to or read from it.
+Others learn about leadership through :class:`LeadershipListener` (the group coordinator follows
+``__consumer_offsets``), so nothing here needs to know who they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from odradek.broker.faults import FaultState
+from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
+from odradek.broker.log import LogManager
+from odradek.broker.metadata import MetadataCache
+from odradek.broker.replica import IsrWriter, Partition
+from odradek.clock import Clock
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.records import BatchHeader, Record, decode_batch, iter_batches, validate_produce
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class LeadershipListener(Protocol):
+    def on_leadership(self, part: Partition) -> None:
+        """``part`` became leader or follower (``part.is_leader`` says which)."""
+        ...
+
+    def on_removed(self, topic: str, index: int) -> None:
+        """This broker no longer hosts ``topic``-``index``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    """One partition of a LeaderAndIsr request, as the replica manager applies it."""
+
+    topic: str
+    index: int
+    leader: int
+    leader_epoch: int
+    replicas: Sequence[int]
+    isr: Sequence[int]
+    zk_version: int
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, clock: Clock, metadata: MetadataCache, fetch: FetchSettings,
+                 faults: FaultState) -> None:
+        self.broker_id = broker_id
+        self.clock = clock
+        self.metadata = metadata
+        self.logs: LogManager | None = None
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetchers = FetcherManager(FetcherDeps(broker_id, fetch, self.partitions, metadata.endpoint, faults))
+        self.isr_writer: IsrWriter | None = None
+        self.listeners: list[LeadershipListener] = []
+
+    def attach_logs(self, logs: LogManager) -> None:
+        self.logs = logs
+
+    def _log_manager(self) -> LogManager:
+        if self.logs is None:
+            raise KafkaError(ErrorCode.kafka_storage_error, "the broker's logs are not loaded yet")
+        return self.logs
+
+    def __iter__(self) -> Iterator[Partition]:
+        return iter(self.partitions.values())
+
+    def get(self, key: TopicPartition) -> Partition | None:
+        return self.partitions.get(key)
+
+    # --- finding partitions for requests ---------------------------------------------------------------------
+
+    def partition(self, topic: str, index: int) -> Partition:
+        """The local replica; a partition the cluster has but this broker does not host is NOT_LEADER_OR_FOLLOWER.
+
+        As Kafka's ReplicaManager answers: UNKNOWN_TOPIC_OR_PARTITION would tell a client the partition does not
+        exist, while it only lives elsewhere (or this broker has just restarted and not yet been told).
+        """
+        part = self.partitions.get((topic, index))
+        if part is None:
+            meta = self.metadata.topics.get(topic)
+            if meta is not None and index in meta.partitions:
+                raise KafkaError(ErrorCode.not_leader_or_follower)
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        return part
+
+    def leader_partition(self, topic: str, index: int, leader_epoch: int = -1) -> Partition:
+        part = self.partition(topic, index)
+        part.check_leader(leader_epoch)
+        return part
+
+    def append_records(self, topic: str, index: int, records: bytes | bytearray | memoryview) -> tuple[Any, Partition]:
+        """Validate and append a Produce request's record set as leader; the caller decides how long to wait."""
+        part = self.leader_partition(topic, index)
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        max_bytes = part.log.config.max_message_bytes
+        headers = validate_produce(buf)
+        for h in headers:
+            if h.size > max_bytes:
+                raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
+        return part.append_as_leader(buf, headers, self.clock.now_ms()), part
+
+    # --- applying the controller's decisions -----------------------------------------------------------------
+
+    def hosts(self, topic: str, index: int) -> bool:
+        return (topic, index) in self.partitions
+
+    def become_leader_or_follower(self, change: PartitionChange, overrides: dict[str, str] | None) -> None:
+        """Open the replica if new and make it lead or follow as ``change`` says (raises KafkaError per partition)."""
+        part = self._open(change.topic, change.index, overrides)
+        if change.leader == self.broker_id:
+            self.fetchers.unfollow(change.topic, change.index)
+            part.make_leader(change.leader_epoch, list(change.replicas), list(change.isr), change.zk_version)
+        else:
+            part.make_follower(change.leader, change.leader_epoch, list(change.replicas), list(change.isr))
+            if change.leader >= 0:
+                self.fetchers.follow(change.topic, change.index, change.leader, change.leader_epoch)
+            else:
+                self.fetchers.unfollow(change.topic, change.index)
+        for listener in self.listeners:
+            listener.on_leadership(part)
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """StopReplica: stop fetching and leading; with ``delete`` the replica and its log go."""
+        if delete:
+            self._drop(topic, index, delete=True)
+            return
+        self.fetchers.unfollow(topic, index)
+        part = self.partitions.get((topic, index))
+        if part is not None:
+            part.make_follower(-1, part.leader_epoch, part.replicas, part.isr)
+            for listener in self.listeners:
+                listener.on_leadership(part)
+
+    def sync_new_dirs(self) -> None:
+        """Make the directories of replicas created by the last request durable (one fsync per request)."""
+        if self.logs is not None:
+            self.logs.sync_new_dirs()
+
+    def _open(self, topic: str, index: int, overrides: dict[str, str] | None) -> Partition:
+        plog = self._log_manager().get_or_create(topic, index, overrides)
+        part = self.partitions.get((topic, index))
+        if part is None:
+            part = Partition(topic, index, plog, self.broker_id, self.clock)
+            self.partitions[(topic, index)] = part
+        part.isr_writer = self.isr_writer
+        return part
+
+    def _drop(self, topic: str, index: int, delete: bool) -> None:
+        self.fetchers.unfollow(topic, index)
+        part = self.partitions.pop((topic, index), None)
+        if part is not None:
+            part.fail_waiters()
+        for listener in self.listeners:
+            listener.on_removed(topic, index)
+        if delete:
+            self._log_manager().delete_partition(topic, index)
+
+    def apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        self._log_manager().update_config(topic, configs)
+        for (t, _i), part in self.partitions.items():
+            if t == topic:
+                part.min_isr = max(1, min(int(part.log.config.min_insync_replicas), len(part.replicas) or 1))
+
+    # --- background work and shutdown ------------------------------------------------------------------------
+
+    def expire_isr(self, lag_max_ms: int) -> None:
+        """Kafka's isr-expiration task: every leader shrinks out followers that fell behind."""
+        for part in self.partitions.values():
+            if part.is_leader and len(part.replicas) > 1:
+                part.maybe_shrink_isr(lag_max_ms)
+
+    def fail_waiters(self) -> None:
+        for part in self.partitions.values():
+            part.fail_waiters()
+
+
+class OffsetsTopicLog:
+    """The group coordinator's window onto ``__consumer_offsets`` (see :class:`odradek.broker.group.OffsetsLog`):
+    append as leader and wait until the ISR has it; read back a partition when this broker starts coordinating it."""
+
+    def __init__(self, replicas: ReplicaManager, topic: str, commit_timeout_ms: int) -> None:
+        self.replicas = replicas
+        self.topic = topic
+        self.commit_timeout_s = commit_timeout_ms / 1000
+
+    async def append(self, partition: int, batch: bytearray) -> None:
+        part = self.replicas.leader_partition(self.topic, partition)
+        headers = [h for _pos, h in iter_batches(batch)]
+        result = part.append_as_leader(batch, headers, self.replicas.clock.now_ms())
+        if not await part.wait_for_hw(result.last_offset + 1, self.commit_timeout_s):
+            raise KafkaError(ErrorCode.request_timed_out, "offset commit was not replicated in time")
+
+    def read(self, partition: int) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        plog = self.replicas.partition(self.topic, partition).log
+        offset = plog.log_start_offset
+        end = plog.log_end_offset  # as Kafka's loader: to the log end, so a new leader keeps every commit it has
+        while offset < end:
+            chunk = plog.read(offset, 1 << 20, max_offset=end, min_one=True)
+            if not chunk.size:
+                return
+            buf = b"".join(chunk.buffers)
+            for position, header in iter_batches(buf):
+                yield decode_batch(buf, position)
+                offset = header.next_offset
+
+
+__all__ = ["FetchSettings", "LeadershipListener", "OffsetsTopicLog", "PartitionChange", "ReplicaManager"]

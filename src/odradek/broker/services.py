@@ -1,0 +1,39 @@
+"""What a request handler may use: the broker's parts, each by its own narrow interface, never the broker.
+
+A handler in :mod:`odradek.broker.apis` reaches the replicas it reads and appends to, the metadata cache, topic
+administration, the group coordinator, producer ids, and (for the controller's APIs) the controller or the applier
+of its requests. The broker builds one :class:`Services` when it starts; nothing in it can stop, pause or rewire
+the broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.group import GroupCoordinator
+from odradek.broker.link.controller_requests import ControllerRequests
+from odradek.broker.link.topic_admin import TopicAdmin
+from odradek.broker.metadata import MetadataCache
+from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.clock import Clock
+from odradek.controller import Controller
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    broker_id: int
+    config: BrokerConfig
+    clock: Clock
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    topics: TopicAdmin
+    groups: GroupCoordinator
+    producer_ids: ProducerIdManager
+    controller: Controller
+    controller_requests: ControllerRequests
+    apis: Mapping[int, ModuleType]
+    """The API registry: every module of :mod:`odradek.broker.apis`, by key (what ApiVersions advertises)."""
