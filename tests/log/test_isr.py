@@ -116,6 +116,38 @@ def test_followers_at_the_log_end_stay_in_the_isr_however_long_they_are_idle(ope
     asyncio.run(main())
 
 
+def test_a_follower_always_one_fetch_behind_a_busy_leader_stays_in_the_isr(open_log, clock):
+    """Under steady produce each fetch asks for what the leader had at the previous fetch, never its current end.
+    Kafka counts such a follower as caught up as of its previous fetch; only lag over the maximum shrinks it."""
+    async def main() -> None:
+        part, writer = leader(open_log, clock, [1, 2])
+        fetched_to = 0
+        previous_fetch_ms = last_fetch_ms = clock.monotonic_ms()
+        for _ in range(30):
+            append(part, 3)
+            part.record_follower_fetch(2, fetched_to)
+            previous_fetch_ms, last_fetch_ms = last_fetch_ms, clock.monotonic_ms()
+            fetched_to = part.log.log_end_offset  # what this fetch returns, and so where the next one starts
+            clock.advance(LAG_MAX_MS // 4)
+            part.maybe_shrink_isr(LAG_MAX_MS)
+        await asyncio.sleep(0)
+        assert writer.proposals == [] and part.isr == [1, 2]
+        assert part.high_watermark == fetched_to - 3  # as far as the follower has confirmed
+
+        # It stops fetching. Its last fetch asked for the leader's end as of the fetch before, so that earlier
+        # fetch is the last time it is known to have been caught up, and the lag counts from there.
+        clock.advance(previous_fetch_ms + LAG_MAX_MS - clock.monotonic_ms())
+        part.maybe_shrink_isr(LAG_MAX_MS)
+        await asyncio.sleep(0)
+        assert writer.proposals == []
+        clock.advance(1)
+        part.maybe_shrink_isr(LAG_MAX_MS)
+        await answered(writer, 1)
+        assert part.isr == [1]
+
+    asyncio.run(main())
+
+
 def test_a_follower_is_added_back_once_it_reaches_the_high_watermark_and_the_epoch_start(open_log, clock):
     async def main() -> None:
         part, writer = leader(open_log, clock, [1, 2, 3], isr=[1, 2])
