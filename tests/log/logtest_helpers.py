@@ -3,8 +3,26 @@ packages)."""
 
 from __future__ import annotations
 
+import struct
+
+import cramjam
+import crc32c
+
 from odradek.broker.log.partition_log import PartitionLog
-from odradek.protocol.records import BatchHeader, decode_batch, encode_batch, iter_batches, validate_produce
+from odradek.protocol.records import (
+    COMPRESSION_LZ4,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+    read_header,
+    validate_produce,
+)
 
 T0 = 1_700_000_000_000
 
@@ -53,3 +71,34 @@ def read_all(log: PartitionLog, start: int | None = None) -> list[tuple[int, byt
     return out
 
 
+
+
+def compressed_batch(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    codec: int,
+    *,
+    ts: int = T0,
+    xerial: bool = False,
+) -> tuple[bytearray, list[BatchHeader]]:
+    """A produce-request batch in a codec ``encode_batch`` cannot write, compressed the way clients do it: snappy
+    raw (librdkafka) or xerial-framed (the Java client), lz4 as a frame of independent blocks, zstd as one frame."""
+    plain = encode_batch(records, timestamp_ms=ts)
+    body = bytes(plain[HEADER_SIZE:])
+    if codec == COMPRESSION_SNAPPY and xerial:
+        block = bytes(cramjam.snappy.compress_raw(body))
+        payload = b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, len(block)) + block
+    elif codec == COMPRESSION_SNAPPY:
+        payload = bytes(cramjam.snappy.compress_raw(body))
+    elif codec == COMPRESSION_LZ4:
+        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor.compress(body)
+        payload = bytes(compressor.finish())
+    elif codec == COMPRESSION_ZSTD:
+        payload = bytes(cramjam.zstd.compress(body, level=3))
+    else:
+        raise ValueError(f"use encode_batch for codec {codec}")
+    out = bytearray(plain[:HEADER_SIZE]) + payload
+    struct.pack_into(">i", out, 8, len(out) - LOG_OVERHEAD)
+    struct.pack_into(">h", out, 21, read_header(plain).attributes | codec)
+    struct.pack_into(">I", out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return out, validate_produce(out)

@@ -19,21 +19,28 @@ from odradek.placement import (
     encode_sticky_user_data,
 )
 
-# The recorded cases live in ../shared/reference/kafka-vectors.json; a gzipped copy ships with the tests so they run
-# on a machine without the shared folder (ODRADEK_KAFKA_VECTORS points elsewhere).
-_SHARED = Path("/work/shared/reference/kafka-vectors.json")
-_BUNDLED = Path(__file__).with_name("data") / "kafka-vectors.json.gz"
+# The recorded cases live in the shared folder beside the repository's checkout (<repo>/../shared/reference/), found
+# from this file so every checkout and worktree reads it without a machine-specific path. A gzipped copy ships with
+# the tests so they run on a machine without the shared folder; ODRADEK_KAFKA_VECTORS points elsewhere.
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kafka-vectors.json"
+BUNDLED = Path(__file__).with_name("data") / "kafka-vectors.json.gz"
+
+
+def source() -> Path:
+    """The file the cases come from: the override, else the shared copy when present, else the bundled one."""
+    override = os.environ.get("ODRADEK_KAFKA_VECTORS")
+    if override:
+        return Path(override)
+    return SHARED if SHARED.exists() else BUNDLED
 
 
 @cache
 def all_cases() -> list[dict[str, Any]]:
-    override = os.environ.get("ODRADEK_KAFKA_VECTORS")
-    if override:
-        return json.loads(Path(override).read_text())
-    if _SHARED.exists():
-        return json.loads(_SHARED.read_text())
-    with gzip.open(_BUNDLED, "rt") as f:
-        return json.load(f)
+    path = source()
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+    return json.loads(path.read_text())
 
 
 def cases(prefix: str) -> list[dict[str, Any]]:

@@ -35,6 +35,8 @@ class FollowerState:
     log_end_offset: int = 0
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
+    # The leader's log end offset when the previous fetch arrived (Kafka's lastFetchLeaderLogEndOffset); -1 unknown.
+    last_fetch_leader_leo: int = -1
 
 
 class Partition:
@@ -140,10 +142,17 @@ class Partition:
             return
         now = self.clock.monotonic_ms()
         state = self.followers.setdefault(replica_id, FollowerState(0, now, now))
+        leo = self.log.log_end_offset
+        # Under steady produce a fetch never asks for the leader's current end, only for its end as of the
+        # previous fetch: reaching that means the follower was caught up then (Kafka's Replica rule), else a
+        # follower milliseconds behind would count as lagging for as long as producers keep writing.
+        if fetch_offset >= leo:
+            state.last_caught_up_ms = now
+        elif fetch_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
         state.last_fetch_ms = now
-        if fetch_offset >= self.log.log_end_offset:
-            state.last_caught_up_ms = now
+        state.last_fetch_leader_leo = max(state.last_fetch_leader_leo, leo)
         if replica_id not in self.isr and replica_id in self.replicas and self._caught_up_for_isr(fetch_offset):
             self._propose_isr([*self.isr, replica_id], f"replica {replica_id} caught up at {fetch_offset}")
         self.maybe_advance_hw()

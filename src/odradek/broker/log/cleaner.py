@@ -8,20 +8,25 @@ the dirty share of them reaches ``min.cleanable.dirty.ratio`` (or a dirty record
 crash at any point leaves either the old segments or the complete new one (log loading finishes an interrupted
 swap).
 
-Batches are rewritten only when they are uncompressed or gzip (the codecs this broker can write). A batch in
-any other codec, a control batch, or one that cannot be decoded is kept byte-for-byte: its keys still count as
-the latest when it can be decoded, but its own superseded records stay until a client-side codec is supported
-here. Tombstones (null values) that are the latest for their key are dropped once their segment's newest
+Batches are rewritten in the codec they arrived in, as Kafka's cleaner does, so a compacted topic stays
+compressed the way its producers chose (and the retained records keep their keys, values and headers byte for
+byte). The framing is what Kafka's own consumers accept: snappy keeps the batch's framing (raw blocks from
+librdkafka, xerial stream framing from the Java client), lz4 is a frame with independent blocks (the Java
+client refuses linked ones) and zstd a plain frame. A control batch, or one that cannot be decoded, is kept
+byte-for-byte. Tombstones (null values) that are the latest for their key are dropped once their segment's newest
 timestamp is older than ``delete.retention.ms``, giving consumers that window to observe the deletion.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import cramjam
 import crc32c
 
 from odradek.broker.log.partition_log import PartitionLog
@@ -30,7 +35,10 @@ from odradek.clock import Clock
 from odradek.errors import KafkaError
 from odradek.protocol.records import (
     COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
     COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
     CRC_START,
     HEADER,
     HEADER_SIZE,
@@ -46,7 +54,13 @@ from odradek.protocol.records import (
 log = logging.getLogger("odradek.log")
 
 CLEANED_SUFFIX = ".cleaned"
-_REWRITABLE = (COMPRESSION_NONE, COMPRESSION_GZIP)
+
+# snappy-java's stream framing (what the Java producer writes): magic, version 1, minimum compatible version 1,
+# then (length, raw snappy block) pairs of at most 32 KiB of input each, SnappyOutputStream's default.
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024
+_ZSTD_LEVEL = 3  # Kafka's default compression.zstd.level
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +222,6 @@ def _filter_batch(
     raw: bytes, header: BatchHeader, latest: dict[bytes, int], drop_tombstones: bool
 ) -> tuple[tuple[bytes | bytearray, BatchHeader] | None, int]:
     """``((bytes, header) or None, records removed)`` for one batch."""
-    if header.compression not in _REWRITABLE:
-        return (raw, header), 0
     records = _decode(raw, header)
     if records is None:
         return (raw, header), 0
@@ -218,7 +230,7 @@ def _filter_batch(
         return (raw, header), 0
     if not kept:
         return None, len(records)
-    rebuilt = _encode_retained(header, kept)
+    rebuilt = _encode_retained(header, kept, raw)
     return (rebuilt, BatchHeader._make(HEADER.unpack_from(rebuilt))), len(records) - len(kept)
 
 
@@ -237,7 +249,7 @@ def _put_bytes(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
-def _encode_retained(header: BatchHeader, records: list[Record]) -> bytearray:
+def _encode_retained(header: BatchHeader, records: list[Record], original: bytes) -> bytearray:
     """Rebuild a batch around the records that survive, keeping its base offset and lastOffsetDelta (so the
     batch still spans its original offsets, as Kafka's cleaner does), its producer fields and its codec."""
     log_append = header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME
@@ -258,11 +270,8 @@ def _encode_retained(header: BatchHeader, records: list[Record]) -> bytearray:
             _put_bytes(rec, hvalue)
         write_varint(body, len(rec))
         body += rec
-    payload: bytes | bytearray = body
-    if header.compression == COMPRESSION_GZIP:
-        import gzip
-
-        payload = gzip.compress(bytes(body), compresslevel=6)
+    xerial = original[HEADER_SIZE : HEADER_SIZE + len(_XERIAL_MAGIC)] == _XERIAL_MAGIC
+    payload = _compress(header.compression, bytes(body), xerial)
     out = bytearray(HEADER_SIZE)
     HEADER.pack_into(
         out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), header.partition_leader_epoch,
@@ -272,6 +281,29 @@ def _encode_retained(header: BatchHeader, records: list[Record]) -> bytearray:
     out += payload
     out[17:21] = crc32c.crc32c(memoryview(out)[CRC_START:]).to_bytes(4, "big")
     return out
+
+
+def _compress(codec: int, body: bytes, xerial: bool) -> bytes:
+    """The records section in ``codec``, in a framing every Kafka client decodes (see the module docstring)."""
+    if codec == COMPRESSION_NONE:
+        return body
+    if codec == COMPRESSION_GZIP:
+        return gzip.compress(body, compresslevel=6)
+    if codec == COMPRESSION_SNAPPY:
+        if not xerial:
+            return bytes(cramjam.snappy.compress_raw(body))
+        out = bytearray(_XERIAL_HEADER)
+        for start in range(0, len(body), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(body[start : start + _XERIAL_BLOCK]))
+            out += struct.pack(">i", len(block)) + block
+        return bytes(out)
+    if codec == COMPRESSION_LZ4:
+        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor.compress(body)
+        return bytes(compressor.finish())
+    if codec == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.compress(body, level=_ZSTD_LEVEL))
+    raise ValueError(f"no such compression codec: {codec}")
 
 
 __all__ = ["CleanStats", "LogCleaner"]
