@@ -2,10 +2,10 @@
 
 ``odradek up`` runs a :class:`LocalCluster`, of one broker by default and of ``--brokers N`` otherwise: each
 broker listens on its own loopback port, keeps its own data directory (``<data-dir>/broker-<id>``) and its own
-coordination session, and runs its own controller, exactly as separate processes on ZooKeeper would; only the store is shared memory. The fault hooks act like the failures
-they name: :meth:`LocalCluster.kill` drops a broker without flushing or checkpointing and leaves its session to
-expire after its timeout, as a SIGKILLed process does; :meth:`LocalCluster.isolate` cuts it off from its peers and
-the store, as a network partition does.
+coordination session, and runs its own controller, exactly as separate processes on ZooKeeper would; only the
+store is shared memory. The fault hooks act like the failures they name: :meth:`LocalCluster.kill` drops a broker
+without flushing or checkpointing and leaves its session to expire after its timeout, as a SIGKILLed process does;
+:meth:`LocalCluster.isolate` cuts it off from its peers and the store, as a network partition does.
 """
 
 from __future__ import annotations

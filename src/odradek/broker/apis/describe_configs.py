@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.config import BROKER_DEFAULTS
 from odradek.broker.topic_config import describe, validate_overrides
 from odradek.errors import ErrorCode, KafkaError
-from odradek.broker.config import BROKER_DEFAULTS
 
 API_KEY = 32
 MIN_VERSION = 1

@@ -13,10 +13,10 @@ import logging
 from typing import Any
 
 from odradek.broker.apis import Encoded, RequestContext
+from odradek.broker.metadata import TopicMeta
 from odradek.broker.topics import validate_topic_name
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.encoders import MetadataPartition, MetadataTopic, encode_metadata_response
-from odradek.broker.metadata import TopicMeta
 
 API_KEY = 3
 MIN_VERSION = 0
