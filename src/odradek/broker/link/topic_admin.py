@@ -48,9 +48,7 @@ class TopicAdmin:
 
     async def topic_record(self, name: str) -> TopicRecord | None:
         """The topic as the store has it; None for a topic that does not exist or could not (an illegal name)."""
-        try:
-            validate_topic_name(name)
-        except KafkaError:
+        if not _is_topic_name(name):
             return None
         session = self.membership.current()
         try:
@@ -207,7 +205,7 @@ class TopicAdmin:
         session = self.membership.current()
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
-        if not await session.exists(zn.topic_path(name)):
+        if not _is_topic_name(name) or not await session.exists(zn.topic_path(name)):
             raise KafkaError(ErrorCode.unknown_topic_or_partition)
         with contextlib.suppress(NodeExistsError):
             await session.create(zn.delete_topic_path(name), b"", make_parents=True)
@@ -255,6 +253,15 @@ class TopicAdmin:
             return
         if not await self.metadata.wait_until(done, wait_s):
             raise KafkaError(ErrorCode.request_timed_out, f"timed out waiting for {what}")
+
+
+def _is_topic_name(name: str) -> bool:
+    """Whether ``name`` could name a topic at all: an illegal one names none (and would be no valid znode path)."""
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
 
 
 def _check_rf(rf: int, brokers: list[int]) -> None:
