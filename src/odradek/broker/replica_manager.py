@@ -213,5 +213,3 @@ class OffsetsTopicLog:
                 yield decode_batch(buf, position)
                 offset = header.next_offset
 
-
-__all__ = ["FetchSettings", "LeadershipListener", "OffsetsTopicLog", "PartitionChange", "ReplicaManager"]

@@ -30,6 +30,7 @@ from odradek.broker.connection import Connection
 from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
+from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.link import znode_reads
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
@@ -37,7 +38,7 @@ from odradek.broker.link.controller_requests import ControllerRequests
 from odradek.broker.link.isr_propagation import IsrPropagation
 from odradek.broker.link.membership import Membership, Registration
 from odradek.broker.link.producer_id_blocks import ProducerIdBlocks
-from odradek.broker.link.topic_admin import OFFSETS_TOPIC, TopicAdmin
+from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.log import LogManager
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager

@@ -8,7 +8,6 @@ decoding whole records is for the broker's own internal topics (``__consumer_off
 
 from __future__ import annotations
 
-import gzip
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,15 @@ from typing import NamedTuple
 import crc32c
 
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.compression import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+    compress,
+    decompress,
+)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -28,7 +36,8 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 
-COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = range(5)
+COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = (
+    CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD)
 TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME = 0, 1
 ATTR_COMPRESSION_MASK = 0x07
 ATTR_TIMESTAMP_TYPE = 0x08
@@ -221,6 +230,22 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
+def append_record(body: bytearray, timestamp_delta: int, offset_delta: int, key: bytes | None,
+                  value: bytes | None, headers: Sequence[Header]) -> None:
+    """One record of a v2 batch's records section, length-prefixed, as Kafka's DefaultRecord writes it."""
+    rec = bytearray(b"\x00")  # attributes
+    write_varint(rec, timestamp_delta)
+    write_varint(rec, offset_delta)
+    _write_bytes(rec, key)
+    _write_bytes(rec, value)
+    write_varint(rec, len(headers))
+    for hkey, hvalue in headers:
+        _write_bytes(rec, hkey.encode())
+        _write_bytes(rec, hvalue)
+    write_varint(body, len(rec))
+    body += rec
+
+
 def encode_batch(
     records: Sequence[tuple[bytes | None, bytes | None, Sequence[Header]]],
     *,
@@ -239,23 +264,8 @@ def encode_batch(
         raise ValueError("a batch holds at least one record")
     body = bytearray()
     for delta, (key, value, headers) in enumerate(records):
-        rec = bytearray(b"\x00")  # attributes
-        write_varint(rec, 0)  # timestamp delta
-        write_varint(rec, delta)
-        _write_bytes(rec, key)
-        _write_bytes(rec, value)
-        write_varint(rec, len(headers))
-        for hkey, hvalue in headers:
-            _write_bytes(rec, hkey.encode())
-            _write_bytes(rec, hvalue)
-        write_varint(body, len(rec))
-        body += rec
-    if compression == COMPRESSION_GZIP:
-        payload: bytes | bytearray = gzip.compress(bytes(body), compresslevel=1)
-    elif compression == COMPRESSION_NONE:
-        payload = body
-    else:
-        raise ValueError(f"encode_batch supports none and gzip, not codec {compression}")
+        append_record(body, 0, delta, key, value, headers)
+    payload = compress(compression, body)
     attributes = compression | (timestamp_type << 3) | (ATTR_CONTROL if control else 0)
     count = len(records)
     out = bytearray(HEADER_SIZE)
@@ -266,34 +276,6 @@ def encode_batch(
     out += payload
     _U32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return out
-
-
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
-    """Inflate a batch body. gzip is stdlib; the others come from cramjam when it is installed."""
-    if codec == COMPRESSION_NONE:
-        return bytes(data)
-    if codec == COMPRESSION_GZIP:
-        return gzip.decompress(data)
-    try:
-        import cramjam  # type: ignore[import-not-found]
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise KafkaError(ErrorCode.unsupported_compression_type, "install cramjam to decode this codec") from exc
-    if codec == COMPRESSION_SNAPPY:
-        raw = bytes(data)
-        if raw.startswith(b"\x82SNAPPY\x00"):  # xerial framing, as the Java client writes it
-            out = bytearray()
-            pos = 16
-            while pos < len(raw):
-                (n,) = _I32.unpack_from(raw, pos)
-                out += bytes(cramjam.snappy.decompress_raw(raw[pos + 4 : pos + 4 + n]))
-                pos += 4 + n
-            return bytes(out)
-        return bytes(cramjam.snappy.decompress_raw(raw))
-    if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.decompress(bytes(data)))
-    if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.decompress(bytes(data)))
-    raise KafkaError(ErrorCode.unsupported_compression_type, f"codec {codec}")
 
 
 def decode_batch(buf: bytes | bytearray | memoryview, position: int = 0) -> tuple[BatchHeader, list[Record]]:

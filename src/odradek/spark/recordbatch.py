@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from odradek.spark.compression import decompress
+from odradek.protocol.compression import decompress
 from odradek.spark.schema import HEADERS_TYPE, arrow_schema
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")

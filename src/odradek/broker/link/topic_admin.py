@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.link import znode_reads
 from odradek.broker.link.membership import Membership
 from odradek.broker.metadata import MetadataCache
@@ -32,7 +33,6 @@ log = logging.getLogger(__name__)
 # the offsets topic); requests that carry timeout_ms wait that long instead, and not at all when it is 0 or less.
 ADMIN_WAIT_S = 30.0
 MAX_PARTITIONS_PER_REQUEST = 100_000  # a bound so one request cannot exhaust memory; Kafka has none
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class TopicAdmin:

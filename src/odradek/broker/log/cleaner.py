@@ -10,35 +10,27 @@ swap).
 
 Batches are rewritten in the codec they arrived in, as Kafka's cleaner does, so a compacted topic stays
 compressed the way its producers chose (and the retained records keep their keys, values and headers byte for
-byte). The framing is what Kafka's own consumers accept: snappy keeps the batch's framing (raw blocks from
-librdkafka, xerial stream framing from the Java client), lz4 is a frame with independent blocks (the Java
-client refuses linked ones) and zstd a plain frame. A control batch, or one that cannot be decoded, is kept
+byte; :mod:`odradek.protocol.compression` writes each codec in the framing Kafka's own consumers accept, and a
+snappy batch keeps its framing). A control batch, or one that cannot be decoded, is kept
 byte-for-byte. Tombstones (null values) that are the latest for their key are dropped once their segment's newest
 timestamp is older than ``delete.retention.ms``, giving consumers that window to observe the deletion.
 """
 
 from __future__ import annotations
 
-import gzip
 import logging
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import cramjam
 import crc32c
 
 from odradek.broker.log.partition_log import PartitionLog
 from odradek.broker.log.segment import LogSegment
 from odradek.clock import Clock
 from odradek.errors import KafkaError
+from odradek.protocol.compression import compress, is_xerial
 from odradek.protocol.records import (
-    COMPRESSION_GZIP,
-    COMPRESSION_LZ4,
-    COMPRESSION_NONE,
-    COMPRESSION_SNAPPY,
-    COMPRESSION_ZSTD,
     CRC_START,
     HEADER,
     HEADER_SIZE,
@@ -46,21 +38,14 @@ from odradek.protocol.records import (
     TIMESTAMP_LOG_APPEND_TIME,
     BatchHeader,
     Record,
+    append_record,
     decode_batch,
     iter_batches,
-    write_varint,
 )
 
 log = logging.getLogger("odradek.log")
 
 CLEANED_SUFFIX = ".cleaned"
-
-# snappy-java's stream framing (what the Java producer writes): magic, version 1, minimum compatible version 1,
-# then (length, raw snappy block) pairs of at most 32 KiB of input each, SnappyOutputStream's default.
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
-_XERIAL_BLOCK = 32 * 1024
-_ZSTD_LEVEL = 3  # Kafka's default compression.zstd.level
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,14 +226,6 @@ def _survives(record: Record, latest: dict[bytes, int], drop_tombstones: bool) -
     return not (drop_tombstones and record.value is None)
 
 
-def _put_bytes(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        write_varint(out, -1)
-    else:
-        write_varint(out, len(data))
-        out += data
-
-
 def _encode_retained(header: BatchHeader, records: list[Record], original: bytes) -> bytearray:
     """Rebuild a batch around the records that survive, keeping its base offset and lastOffsetDelta (so the
     batch still spans its original offsets, as Kafka's cleaner does), its producer fields and its codec."""
@@ -259,19 +236,9 @@ def _encode_retained(header: BatchHeader, records: list[Record], original: bytes
         base_ts, max_ts = records[0].timestamp, max(r.timestamp for r in records)
     body = bytearray()
     for record in records:
-        rec = bytearray(b"\x00")
-        write_varint(rec, 0 if log_append else record.timestamp - base_ts)
-        write_varint(rec, record.offset - header.base_offset)
-        _put_bytes(rec, record.key)
-        _put_bytes(rec, record.value)
-        write_varint(rec, len(record.headers))
-        for hkey, hvalue in record.headers:
-            _put_bytes(rec, hkey.encode())
-            _put_bytes(rec, hvalue)
-        write_varint(body, len(rec))
-        body += rec
-    xerial = original[HEADER_SIZE : HEADER_SIZE + len(_XERIAL_MAGIC)] == _XERIAL_MAGIC
-    payload = _compress(header.compression, bytes(body), xerial)
+        append_record(body, 0 if log_append else record.timestamp - base_ts, record.offset - header.base_offset,
+                      record.key, record.value, record.headers)
+    payload = compress(header.compression, body, xerial=is_xerial(memoryview(original)[HEADER_SIZE:]))
     out = bytearray(HEADER_SIZE)
     HEADER.pack_into(
         out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), header.partition_leader_epoch,
@@ -281,29 +248,6 @@ def _encode_retained(header: BatchHeader, records: list[Record], original: bytes
     out += payload
     out[17:21] = crc32c.crc32c(memoryview(out)[CRC_START:]).to_bytes(4, "big")
     return out
-
-
-def _compress(codec: int, body: bytes, xerial: bool) -> bytes:
-    """The records section in ``codec``, in a framing every Kafka client decodes (see the module docstring)."""
-    if codec == COMPRESSION_NONE:
-        return body
-    if codec == COMPRESSION_GZIP:
-        return gzip.compress(body, compresslevel=6)
-    if codec == COMPRESSION_SNAPPY:
-        if not xerial:
-            return bytes(cramjam.snappy.compress_raw(body))
-        out = bytearray(_XERIAL_HEADER)
-        for start in range(0, len(body), _XERIAL_BLOCK):
-            block = bytes(cramjam.snappy.compress_raw(body[start : start + _XERIAL_BLOCK]))
-            out += struct.pack(">i", len(block)) + block
-        return bytes(out)
-    if codec == COMPRESSION_LZ4:
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
-        compressor.compress(body)
-        return bytes(compressor.finish())
-    if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.compress(body, level=_ZSTD_LEVEL))
-    raise ValueError(f"no such compression codec: {codec}")
 
 
 __all__ = ["CleanStats", "LogCleaner"]
