@@ -50,8 +50,8 @@ def test_requests_from_a_controller_whose_session_expired_are_refused(cluster_fa
     assert not c.run(lambda: c.broker(zombie).controller.is_active), "the zombie still thinks it is controller"
 
     target = next(b for b in range(3) if b != zombie)  # a broker that leads partition `target`
-    part_before = c.run(lambda: (c.broker(target).partitions[(TOPIC, target)].leader_id,
-                                 c.broker(target).partitions[(TOPIC, target)].leader_epoch))
+    part_before = c.run(lambda: (c.broker(target).replicas.partitions[(TOPIC, target)].leader_id,
+                                 c.broker(target).replicas.partitions[(TOPIC, target)].leader_epoch))
     follower = (target + 1) % 3
     hijack = LeaderAndIsrRequest(
         controller_id=zombie, controller_epoch=old_epoch, broker_epoch=-1,
@@ -68,9 +68,9 @@ def test_requests_from_a_controller_whose_session_expired_are_refused(cluster_fa
     response = _send(c, target, STOP_REPLICA, stop)
     assert response.error_code == ErrorCode.stale_controller_epoch, response
 
-    assert c.run(lambda: (TOPIC, target) in c.broker(target).partitions), "the stale StopReplica deleted a replica"
-    part_after = c.run(lambda: (c.broker(target).partitions[(TOPIC, target)].leader_id,
-                                c.broker(target).partitions[(TOPIC, target)].leader_epoch))
+    assert c.run(lambda: (TOPIC, target) in c.broker(target).replicas.partitions), "the stale StopReplica deleted a replica"
+    part_after = c.run(lambda: (c.broker(target).replicas.partitions[(TOPIC, target)].leader_id,
+                                c.broker(target).replicas.partitions[(TOPIC, target)].leader_epoch))
     assert part_after == part_before
     assert (c.cluster.data_dir / f"broker-{target}" / f"{TOPIC}-{target}").is_dir()
     assert partition_view(c.bootstrap, TOPIC)[target][0] == target

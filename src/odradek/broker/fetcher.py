@@ -25,6 +25,7 @@ from odradek.broker.faults import FaultState
 from odradek.broker.peer import PeerConnection
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement.model import TopicPartition
 from odradek.protocol.records import CorruptBatchError, iter_batches
 from odradek.tasks import spawn
 
@@ -50,7 +51,7 @@ class FetcherDeps:
 
     broker_id: int
     settings: FetchSettings
-    replicas: Mapping[tuple[str, int], Partition]
+    replicas: Mapping[TopicPartition, Partition]
     endpoint: Callable[[int], tuple[str, int] | None]
     faults: FaultState
 
@@ -67,7 +68,7 @@ class ReplicaFetcher:
         self.deps = deps
         self.leader_id = leader_id
         self.peer = PeerConnection(host, port, f"replica-fetcher-{deps.broker_id}-{leader_id}")
-        self.partitions: dict[tuple[str, int], FetchState] = {}
+        self.partitions: dict[TopicPartition, FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -90,11 +91,11 @@ class ReplicaFetcher:
             await asyncio.wait([self._task], timeout=1.0)
 
     def add(self, topic: str, partition: int, leader_epoch: int) -> None:
-        self.partitions[(topic, partition)] = FetchState(leader_epoch)
+        self.partitions[TopicPartition(topic, partition)] = FetchState(leader_epoch)
         self._wake.set()
 
     def remove(self, topic: str, partition: int) -> None:
-        self.partitions.pop((topic, partition), None)
+        self.partitions.pop(TopicPartition(topic, partition), None)
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -127,13 +128,14 @@ class ReplicaFetcher:
             return
         mod = self._epoch_mod
         by_topic: dict[str, list[Any]] = {}
-        asked: dict[tuple[str, int], int] = {}
-        for (topic, index), st in pending:
-            part = self.deps.replicas.get((topic, index))
+        asked: dict[TopicPartition, int] = {}
+        for tp, st in pending:
+            topic, index = tp
+            part = self.deps.replicas.get(tp)
             if part is None:
                 continue
             own_epoch = part.log.latest_epoch
-            asked[(topic, index)] = own_epoch
+            asked[tp] = own_epoch
             by_topic.setdefault(topic, []).append(
                 mod.OffsetForLeaderPartition(
                     partition=index, current_leader_epoch=st.leader_epoch, leader_epoch=max(own_epoch, 0)
@@ -148,7 +150,7 @@ class ReplicaFetcher:
         response = await self.peer.request(23, EPOCH_VERSION, request, timeout=10)
         for t in response.topics:
             for p in t.partitions:
-                key = (t.topic, p.partition)
+                key = TopicPartition(t.topic, p.partition)
                 state = self.partitions.get(key)
                 part = self.deps.replicas.get(key)
                 if state is None or part is None:
@@ -179,10 +181,11 @@ class ReplicaFetcher:
         mod = self._fetch_mod
         now = asyncio.get_running_loop().time()
         by_topic: dict[str, list[Any]] = {}
-        for (topic, index), st in self.partitions.items():
+        for tp, st in self.partitions.items():
+            topic, index = tp
             if st.truncating or st.delayed_until > now:
                 continue
-            part = self.deps.replicas.get((topic, index))
+            part = self.deps.replicas.get(tp)
             if part is None:
                 continue
             by_topic.setdefault(topic, []).append(
@@ -209,7 +212,7 @@ class ReplicaFetcher:
                 self._apply(t.topic, p)
 
     def _apply(self, topic: str, p: Any) -> None:
-        key = (topic, p.partition_index)
+        key = TopicPartition(topic, p.partition_index)
         st = self.partitions.get(key)
         part = self.deps.replicas.get(key)
         if st is None or part is None or part.is_leader:
@@ -261,8 +264,8 @@ class FetcherManager:
     def __init__(self, deps: FetcherDeps) -> None:
         self.deps = deps
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._where: dict[tuple[str, int], int] = {}
-        self._pending: dict[tuple[str, int], tuple[int, int]] = {}
+        self._where: dict[TopicPartition, int] = {}
+        self._pending: dict[TopicPartition, tuple[int, int]] = {}
 
     def follow(self, topic: str, partition: int, leader_id: int, leader_epoch: int) -> None:
         self.unfollow(topic, partition)
@@ -270,7 +273,7 @@ class FetcherManager:
         if endpoint is None:
             # The leader's address arrives with the next UpdateMetadata; resolve_pending() picks it up then.
             log.info("no endpoint known yet for leader %d of %s-%d", leader_id, topic, partition)
-            self._pending[(topic, partition)] = (leader_id, leader_epoch)
+            self._pending[TopicPartition(topic, partition)] = (leader_id, leader_epoch)
             return
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None or (fetcher.peer.host, fetcher.peer.port) != endpoint:
@@ -283,7 +286,7 @@ class FetcherManager:
             self.fetchers[leader_id] = fetcher
             fetcher.start()
         fetcher.add(topic, partition, leader_epoch)
-        self._where[(topic, partition)] = leader_id
+        self._where[TopicPartition(topic, partition)] = leader_id
 
     def resolve_pending(self) -> None:
         for (topic, partition), (leader_id, epoch) in list(self._pending.items()):
@@ -291,8 +294,8 @@ class FetcherManager:
                 self.follow(topic, partition, leader_id, epoch)
 
     def unfollow(self, topic: str, partition: int) -> None:
-        self._pending.pop((topic, partition), None)
-        leader_id = self._where.pop((topic, partition), None)
+        self._pending.pop(TopicPartition(topic, partition), None)
+        leader_id = self._where.pop(TopicPartition(topic, partition), None)
         if leader_id is not None and leader_id in self.fetchers:
             self.fetchers[leader_id].remove(topic, partition)
 

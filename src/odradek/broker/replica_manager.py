@@ -21,11 +21,11 @@ from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement.model import TopicPartition
 from odradek.protocol.records import BatchHeader, Record, decode_batch, iter_batches, validate_produce
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 
 class LeadershipListener(Protocol):
@@ -85,7 +85,7 @@ class ReplicaManager:
         As Kafka's ReplicaManager answers: UNKNOWN_TOPIC_OR_PARTITION would tell a client the partition does not
         exist, while it only lives elsewhere (or this broker has just restarted and not yet been told).
         """
-        part = self.partitions.get((topic, index))
+        part = self.partitions.get(TopicPartition(topic, index))
         if part is None:
             meta = self.metadata.topics.get(topic)
             if meta is not None and index in meta.partitions:
@@ -112,7 +112,7 @@ class ReplicaManager:
     # --- applying the controller's decisions -----------------------------------------------------------------
 
     def hosts(self, topic: str, index: int) -> bool:
-        return (topic, index) in self.partitions
+        return TopicPartition(topic, index) in self.partitions
 
     def become_leader_or_follower(self, change: PartitionChange, overrides: dict[str, str] | None) -> None:
         """Open the replica if new and make it lead or follow as ``change`` says (raises KafkaError per partition)."""
@@ -135,7 +135,7 @@ class ReplicaManager:
             self._drop(topic, index, delete=True)
             return
         self.fetchers.unfollow(topic, index)
-        part = self.partitions.get((topic, index))
+        part = self.partitions.get(TopicPartition(topic, index))
         if part is not None:
             part.make_follower(-1, part.leader_epoch, part.replicas, part.isr)
             for listener in self.listeners:
@@ -148,16 +148,16 @@ class ReplicaManager:
 
     def _open(self, topic: str, index: int, overrides: dict[str, str] | None) -> Partition:
         plog = self._log_manager().get_or_create(topic, index, overrides)
-        part = self.partitions.get((topic, index))
+        part = self.partitions.get(TopicPartition(topic, index))
         if part is None:
             part = Partition(topic, index, plog, self.broker_id, self.clock)
-            self.partitions[(topic, index)] = part
+            self.partitions[TopicPartition(topic, index)] = part
         part.isr_writer = self.isr_writer
         return part
 
     def _drop(self, topic: str, index: int, delete: bool) -> None:
         self.fetchers.unfollow(topic, index)
-        part = self.partitions.pop((topic, index), None)
+        part = self.partitions.pop(TopicPartition(topic, index), None)
         if part is not None:
             part.fail_waiters()
         for listener in self.listeners:

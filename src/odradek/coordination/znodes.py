@@ -18,9 +18,10 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 from odradek.coordination.store import CoordinationError, Session
+from odradek.placement.model import TopicPartition
 
 __all__ = [
     "ADMIN",
@@ -268,11 +269,6 @@ class _Json:
 
 def _dump(obj: Mapping[str, Any]) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode("utf-8")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 def _partition_list(js: _Json) -> frozenset[TopicPartition]:

@@ -20,6 +20,7 @@ from typing import Any
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement.model import TopicPartition
 from odradek.protocol.encoders import FetchPartitionResult, encode_fetch_response
 
 API_KEY = 1
@@ -108,7 +109,7 @@ def _read_all(
                 waitable.append(part)
             except KafkaError as exc:
                 result.error_code = int(exc.code)
-                part_or_none = services.replicas.get((name, fp.partition))
+                part_or_none = services.replicas.get(TopicPartition(name, fp.partition))
                 if part_or_none is None:
                     continue
                 part = part_or_none

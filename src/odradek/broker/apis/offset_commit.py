@@ -17,6 +17,7 @@ from typing import Any
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.results import OffsetCommit
 from odradek.errors import ErrorCode
+from odradek.placement.model import TopicPartition
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -25,12 +26,12 @@ MAX_VERSION = 9
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     metadata = ctx.services.metadata
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    commits: dict[tuple[str, int], OffsetCommit] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    commits: dict[TopicPartition, OffsetCommit] = {}
     for topic in request.topics:
         count = metadata.partition_count(topic.name)
         for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
+            tp = TopicPartition(topic.name, p.partition_index)
             if count is None or not 0 <= p.partition_index < count:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
@@ -58,7 +59,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 partitions=tuple(
                     partition_cls(
                         partition_index=p.partition_index,
-                        error_code=errors[(topic.name, p.partition_index)],
+                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
                     )
                     for p in topic.partitions
                 ),

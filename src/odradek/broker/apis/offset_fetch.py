@@ -16,6 +16,7 @@ from typing import Any
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.schema import OffsetValue
 from odradek.errors import ErrorCode
+from odradek.placement.model import TopicPartition
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -51,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _fetch(ctx: RequestContext, group_id: str, requested: Any) -> _GroupAnswer:
     """Ask the coordinator; keep the request's topic order, or the committed order when all were asked for."""
-    wanted = None if requested is None else [(t.name, p) for t in requested for p in t.partition_indexes]
+    wanted = None if requested is None else [TopicPartition(t.name, p) for t in requested for p in t.partition_indexes]
     error, offsets = ctx.services.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[tuple[int, OffsetValue | None, ErrorCode]]] = {}
     if requested is None:
@@ -61,7 +62,7 @@ def _fetch(ctx: RequestContext, group_id: str, requested: Any) -> _GroupAnswer:
     else:
         for t in requested:
             parts = by_topic.setdefault(t.name, [])
-            parts += [(p, offsets.get((t.name, p)), ErrorCode.none) for p in t.partition_indexes]
+            parts += [(p, offsets.get(TopicPartition(t.name, p)), ErrorCode.none) for p in t.partition_indexes]
     return error, list(by_topic.items())
 
 

@@ -51,6 +51,7 @@ from odradek.broker.group.schema import (
 from odradek.broker.group.timers import Timers
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement.model import TopicPartition
 from odradek.protocol.records import encode_batch
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,6 @@ class _DelayedJoin:
     remaining_ms: int
 
 
-TopicPartition = tuple[str, int]
 
 _GROUP_STORE_ERRORS: dict[ErrorCode, ErrorCode] = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
@@ -236,7 +236,7 @@ class GroupCoordinator:
         offsets: dict[str, dict[TopicPartition, OffsetValue]] = defaultdict(dict)
         for key, (_, offset) in offset_values.items():
             if offset is not None:
-                offsets[key.group][(key.topic, key.partition)] = offset
+                offsets[key.group][TopicPartition(key.topic, key.partition)] = offset
         return {g: v for g, (_, v) in group_values.items()}, offsets
 
     def unload_partition(self, partition: int) -> None:

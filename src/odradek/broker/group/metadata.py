@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.broker.group.schema import GroupValue, MemberValue, OffsetValue
+from odradek.placement.model import TopicPartition
 
 
 class GroupState(enum.Enum):
@@ -117,7 +118,7 @@ class Group:
     """Members of the current generation that have not sent SyncGroup yet."""
     new_member_added: bool = False
     """A member joined during the initial delayed join: extend the delay once more."""
-    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    offsets: dict[TopicPartition, OffsetValue] = field(default_factory=dict)
     _supported: Counter[str] = field(default_factory=Counter)
 
     # --- membership -----------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from odradek.broker.replica_manager import PartitionChange, ReplicaManager
 from odradek.broker.topics import INTERNAL_TOPICS, fallback_topic_id
 from odradek.controller import requests as creq
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement.model import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ class ControllerRequests:
             if n and n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # thousands of partitions: let session pings and clients in between
             code = ErrorCode.none
-            part = replicas.get((ps.topic, ps.partition))
+            part = replicas.get(TopicPartition(ps.topic, ps.partition))
             if broker_id not in ps.replicas:
                 code = ErrorCode.unknown_topic_or_partition
             elif part is not None and ps.leader_epoch < part.leader_epoch:

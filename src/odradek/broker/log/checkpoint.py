@@ -12,9 +12,10 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from odradek.placement.model import TopicPartition
+
 VERSION = 0
 
-TopicPartition = tuple[str, int]
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -64,7 +65,7 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
     fully."""
     if not path.exists():
         return {}
-    return {(t, int(p)): int(o) for t, p, o in _parse(path, 3)}
+    return {TopicPartition(t, int(p)): int(o) for t, p, o in _parse(path, 3)}
 
 
 def write_epochs(path: Path, entries: Iterable[tuple[int, int]]) -> None:

@@ -23,6 +23,7 @@ from odradek.broker.log.partition_log import PartitionLog, parse_partition_dir, 
 from odradek.broker.topic_config import ConfigValue, LogConfig
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement.model import TopicPartition
 
 log = logging.getLogger("odradek.log")
 
@@ -40,7 +41,6 @@ CHECKPOINT_INTERVAL_MS = 5_000  # Kafka checkpoints high watermarks every 5 s (r
 SWEEP_INTERVAL_MS = 1_000
 SWEEP_COST_SHARE = 20
 
-TopicPartition = tuple[str, int]
 
 
 class LogManager:
@@ -163,7 +163,7 @@ class LogManager:
         return LogConfig.build(self._overrides.get(topic, {}), self.defaults)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
-        return self._logs.get((topic, partition))
+        return self._logs.get(TopicPartition(topic, partition))
 
     def get_or_create(
         self, topic: str, partition: int, config: LogConfig | Mapping[str, object] | None = None
@@ -175,13 +175,13 @@ class LogManager:
             resolved = self._config_for(topic)
         else:
             resolved = config or self._config_for(topic)
-        existing = self._logs.get((topic, partition))
+        existing = self._logs.get(TopicPartition(topic, partition))
         if existing is not None:
             if existing.config != resolved:
                 existing.update_config(resolved)
             return existing
         plog = PartitionLog(self.data_dir / partition_dir_name(topic, partition), resolved, self.clock)
-        self._logs[(topic, partition)] = plog
+        self._logs[TopicPartition(topic, partition)] = plog
         # The new directory's entry reaches the disk with one fsync of the data directory for a whole batch
         # (sync_new_dirs, called after each LeaderAndIsr and by tick), not one per partition: with 10,000
         # directories each fsync took milliseconds and a 10,000-partition LeaderAndIsr stalled the event loop for
@@ -207,7 +207,7 @@ class LogManager:
     def delete_partition(self, topic: str, partition: int) -> None:
         """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic: the log is gone for every reader at once),
         then remove the files. A crash in between is finished by the next :meth:`load`."""
-        plog = self._logs.pop((topic, partition), None)
+        plog = self._logs.pop(TopicPartition(topic, partition), None)
         directory = self.data_dir / partition_dir_name(topic, partition)
         if plog is not None:
             plog.detach()
@@ -252,17 +252,18 @@ class LogManager:
             self._last_checkpoint_ms = now_ms
 
     def _sweep(self, now_ms: int, retention: bool) -> None:
-        for (topic, partition), plog in list(self._logs.items()):
+        for tp, plog in list(self._logs.items()):
+            topic, partition = tp
             if plog.offline:
                 continue
             try:
                 plog.tick(now_ms, flush_rolled=self._flusher_pool is None, retention=retention)
                 if self._flusher_pool is not None:
-                    self._schedule_flush((topic, partition), plog)
+                    self._schedule_flush(tp, plog)
             except KafkaError as exc:
                 log.error("background work on %s-%d failed: %s", topic, partition, exc)
             if plog.config.compact:
-                self._schedule_cleaning((topic, partition), plog, now_ms)
+                self._schedule_cleaning(tp, plog, now_ms)
 
     def _schedule_cleaning(self, tp: TopicPartition, plog: PartitionLog, now_ms: int) -> None:
         last = self._last_clean_check.get(tp)
@@ -335,7 +336,8 @@ class LogManager:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         clean = True
-        for (topic, partition), plog in list(self._logs.items()):
+        for tp, plog in list(self._logs.items()):
+            topic, partition = tp
             try:
                 plog.close()
             except KafkaError as exc:

@@ -32,6 +32,7 @@ from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFI
 from odradek.broker.topic_config import LogConfig
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
+from odradek.placement.model import TopicPartition
 from odradek.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -79,11 +80,11 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def parse_partition_dir(name: str) -> tuple[str, int] | None:
+def parse_partition_dir(name: str) -> TopicPartition | None:
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit():
         return None
-    return topic, int(part)
+    return TopicPartition(topic, int(part))
 
 
 class PartitionLog:
