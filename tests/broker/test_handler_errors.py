@@ -1,0 +1,108 @@
+"""A handler that fails is our bug, not the client's: it is logged as an internal error and answered with
+UNKNOWN_SERVER_ERROR where the response has a top-level error code. Only a request kio decoded with a null its schema
+forbids is malformed (the connection closes). The broker runs in-process with one API's handler replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import logging
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.connection import Connection
+from odradek.broker.server import Broker
+from odradek.coordination import EmbeddedBackend
+from odradek.errors import ErrorCode
+from odradek.protocol.framing import FrameError
+
+DESCRIBE_CLUSTER, METADATA = 60, 3
+
+
+class _NullWriter:
+    def get_extra_info(self, name: str) -> tuple[str, int]:
+        return ("127.0.0.1", 1)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, Broker]]:
+    loop = asyncio.new_event_loop()
+    config = BrokerConfig.build(data_dir=str(Path(tmp_path_factory.mktemp("handler-errors"))))
+    broker = Broker(config, EmbeddedBackend())
+    loop.run_until_complete(broker.start())
+    yield loop, broker
+    loop.run_until_complete(broker.stop())
+    loop.close()
+
+
+def _connection(broker: Broker, key: int, handle: Any) -> Connection:
+    """A connection whose API ``key`` is served by ``handle`` (the rest of the module as it is)."""
+    real = broker.services.apis[key]
+    fake = types.SimpleNamespace(API_KEY=key, MIN_VERSION=real.MIN_VERSION, MAX_VERSION=real.MAX_VERSION,
+                                 handle=handle, __name__=real.__name__)
+    services = dataclasses.replace(broker.services, apis={**broker.services.apis, key: fake})
+    return Connection(services, broker, asyncio.StreamReader(), _NullWriter())  # type: ignore[arg-type]
+
+
+def _frame(key: int, version: int, body: Any) -> bytes:
+    header_cls = load_request_schema(key, version).__header_schema__
+    buf = io.BytesIO()
+    fields = {"request_api_key": key, "request_api_version": version, "correlation_id": 7, "client_id": "t"}
+    entity_writer(header_cls)(buf, header_cls(**{k: v for k, v in fields.items()
+                                                  if k in header_cls.__dataclass_fields__}))
+    entity_writer(type(body))(buf, body)
+    return buf.getvalue()
+
+
+async def _bug(ctx: Any, request: Any) -> Any:
+    raise AttributeError("'NoneType' object has no attribute 'brokers'")
+
+
+def test_a_failing_handler_answers_unknown_server_error_and_logs_an_internal_error(
+    broker: tuple[asyncio.AbstractEventLoop, Broker], caplog: pytest.LogCaptureFixture
+) -> None:
+    loop, b = broker
+    conn = _connection(b, DESCRIBE_CLUSTER, _bug)
+    request = load_request_schema(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False)
+    with caplog.at_level(logging.ERROR, logger="odradek.broker.connection"):
+        chunks = loop.run_until_complete(conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request)))
+    assert chunks is not None
+    frame = b"".join(bytes(c) for c in chunks)[4:]
+    response_cls = load_response_schema(DESCRIBE_CLUSTER, 0)
+    header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
+    response, _ = entity_reader(response_cls)(frame, offset)
+    assert header.correlation_id == 7
+    assert response.error_code == ErrorCode.unknown_server_error
+    assert any("internal error handling describe_cluster" in r.getMessage() for r in caplog.records)
+    assert not any("malformed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_failing_handler_without_an_error_code_closes_the_connection(
+    broker: tuple[asyncio.AbstractEventLoop, Broker]
+) -> None:
+    loop, b = broker
+    conn = _connection(b, METADATA, _bug)
+    request = load_request_schema(METADATA, 1)(topics=None)
+    with pytest.raises(FrameError, match="internal error handling metadata"):
+        loop.run_until_complete(conn.dispatch(_frame(METADATA, 1, request)))
+
+
+def test_a_null_the_schema_forbids_is_a_malformed_request(broker: tuple[asyncio.AbstractEventLoop, Broker]) -> None:
+    loop, b = broker
+
+    async def iterate(ctx: Any, request: Any) -> Any:
+        return [t for t in request.topic_names]  # what a real handler does with the array
+
+    conn = _connection(b, 20, iterate)  # DeleteTopics v1: topic_names is an array that may not be null
+    schema = load_request_schema(20, 1)
+    request = schema(topic_names=None, timeout=__import__("datetime").timedelta(seconds=1))  # type: ignore[arg-type]
+    with pytest.raises(FrameError, match="malformed: topic_names is null"):
+        loop.run_until_complete(conn.dispatch(_frame(20, 1, request)))
