@@ -1,9 +1,10 @@
 """RecordBatch (magic 2) parsing, validation, stamping and building.
 
-The broker stores client batches exactly as they arrive (never decompressing them), so the produce path only needs
+The broker stores client batches exactly as they arrive (the produce path never decompresses them), so it only needs
 the 61-byte header: validate length, magic, CRC-32C and codec, then rewrite baseOffset and partitionLeaderEpoch in
 place — both lie outside the CRC's range (it covers bytes 21..end), so stamping costs no checksum. Building and
-decoding whole records is for the broker's own internal topics (``__consumer_offsets``) and for tests.
+decoding whole records is for the broker's own internal topics (``__consumer_offsets``), for compaction, and for
+tests.
 """
 
 from __future__ import annotations
