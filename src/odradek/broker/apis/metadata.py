@@ -10,10 +10,11 @@ answer is cached per metadata version so clients polling metadata cost one dicti
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 
 from odradek.broker.apis import Encoded, RequestContext
-from odradek.broker.metadata import TopicMeta
+from odradek.broker.metadata import MetadataCache, TopicMeta
 from odradek.broker.topics import validate_topic_name
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.encoders import MetadataPartition, MetadataTopic, encode_metadata_response
@@ -23,7 +24,10 @@ MIN_VERSION = 0
 MAX_VERSION = 13
 
 log = logging.getLogger(__name__)
-_cache: dict[tuple[int, int, int], Encoded] = {}
+# Encoded all-topics answers per metadata cache (weakly: a stopped broker's cache takes its answers with it; keyed by
+# id() they could be served by a later broker whose cache was allocated at the same address), then per
+# (request version, cache version).
+_answers: weakref.WeakKeyDictionary[MetadataCache, dict[tuple[int, int], Encoded]] = weakref.WeakKeyDictionary()
 
 
 def topic_entry(meta: TopicMeta, live: set[int]) -> MetadataTopic:
@@ -45,9 +49,10 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     version = ctx.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
-    key = (id(cache), version, cache.version)
-    if all_topics and key in _cache:
-        return _cache[key]
+    key = (version, cache.version)
+    answers = _answers.setdefault(cache, {})
+    if all_topics and key in answers:
+        return answers[key]
     live = set(cache.brokers)
     entries: list[MetadataTopic] = []
     if all_topics:
@@ -81,9 +86,9 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     brokers = [(b.broker_id, b.host, b.port, b.rack) for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
     encoded = Encoded(encode_metadata_response(version, brokers, cache.cluster_id, cache.controller_id, entries))
     if all_topics:
-        if len(_cache) > 64:
-            _cache.clear()
-        _cache[key] = encoded
+        if len(answers) > 16:
+            answers.clear()
+        answers[key] = encoded
     return encoded
 
 
