@@ -56,7 +56,7 @@ from odradek.controller.plan import Plan
 from odradek.controller.preferred import PreferredElectionManager
 from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.requests import STOP_REPLICA, StopReplicaRequest
-from odradek.controller.results import PREFERRED, UNCLEAN, PartitionResult, ReassignmentState
+from odradek.controller.results import PREFERRED, PartitionResult, ReassignmentState
 from odradek.controller.shared import Shared
 from odradek.controller.shutdown import ControlledShutdownManager
 from odradek.controller.states import PartitionState, ReplicaState
@@ -82,7 +82,7 @@ T = TypeVar("T")
 
 SessionSource = Session | Callable[[], Awaitable[Session]]
 
-__all__ = ["PREFERRED", "UNCLEAN", "Controller", "PartitionResult", "ReassignmentState", "SessionSource"]
+__all__ = ["Controller", "SessionSource"]
 
 
 class Controller:
