@@ -143,11 +143,11 @@ class StoreFaults:
     multi fails with the op's index set, and nothing is written."""
 
     def __init__(self) -> None:
-        self.failing: set[str] = set()
+        self.failing: dict[str, type[CoordinationError]] = {}
         self.refused: list[str] = []
 
-    def fail(self, *paths: str) -> None:
-        self.failing.update(paths)
+    def fail(self, *paths: str, error: type[CoordinationError] = CoordinationError) -> None:
+        self.failing.update(dict.fromkeys(paths, error))
 
     def clear(self) -> None:
         self.failing.clear()
@@ -156,7 +156,7 @@ class StoreFaults:
         for index, op in enumerate(ops):
             if op.path in self.failing:
                 self.refused.append(op.path)
-                error = CoordinationError(op.path, "injected failure")
+                error = self.failing[op.path](op.path, "injected failure")
                 error.failed_op_index = index
                 raise error
 
