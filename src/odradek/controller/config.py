@@ -1,4 +1,5 @@
-"""The controller's configuration, read once from the broker's config with Kafka's names and defaults.
+"""The controller's configuration (seed 001 section 1's ``KafkaConfig`` field), read once from the broker's config
+with Kafka's names and defaults.
 
 Parsed up front so a bad value fails at construction, not in the middle of a failover, and so the managers share
 one typed object instead of each reading the raw mapping.

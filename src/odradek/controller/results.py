@@ -1,5 +1,9 @@
 """The answers the controller's API calls give (ElectLeaders, AlterPartitionReassignments,
-ListPartitionReassignments), kept apart so every manager can return them without importing the controller."""
+ListPartitionReassignments), kept apart so every manager can return them without importing the controller.
+
+Seed 001 predates these APIs (it drives elections and reassignments through znodes only); the shapes are Kafka's
+KIP-460 and KIP-455 answers.
+"""
 
 from __future__ import annotations
 
