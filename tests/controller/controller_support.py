@@ -4,6 +4,7 @@ Only the brokers' network side is played: :class:`RecordingTransport` records ev
 as a broker would (success, or STALE_CONTROLLER_EPOCH to a controller older than one it has heard from). Each
 :class:`SimBroker` registers ``/brokers/ids/{id}`` with its own session and runs a real :class:`Controller`; the
 store is the embedded backend (or real ZooKeeper), so elections, watches, fencing and session expiry are real.
+:class:`StoreFaults` makes chosen writes of the controllers fail, to see what a refused write leaves behind.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.clock import SystemClock
+from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller
 from odradek.controller.requests import (
     LEADER_AND_ISR,
@@ -27,7 +28,7 @@ from odradek.controller.requests import (
     decode_request,
     encode_body,
 )
-from odradek.coordination import Backend, Session
+from odradek.coordination import Backend, CoordinationError, Op, Session
 from odradek.coordination.znodes import (
     BrokerRegistration,
     Endpoint,
@@ -137,6 +138,45 @@ class RecordingTransport:
         return entry[0] if entry else None
 
 
+class StoreFaults:
+    """Refuses the controllers' transactions that touch chosen znodes, as the store refuses a failed op: the whole
+    multi fails with the op's index set, and nothing is written."""
+
+    def __init__(self) -> None:
+        self.failing: dict[str, type[CoordinationError]] = {}
+        self.refused: list[str] = []
+
+    def fail(self, *paths: str, error: type[CoordinationError] = CoordinationError) -> None:
+        self.failing.update(dict.fromkeys(paths, error))
+
+    def clear(self) -> None:
+        self.failing.clear()
+
+    def check(self, ops: list[Op]) -> None:
+        for index, op in enumerate(ops):
+            if op.path in self.failing:
+                self.refused.append(op.path)
+                error = self.failing[op.path](op.path, "injected failure")
+                error.failed_op_index = index
+                raise error
+
+
+class FaultySession:
+    """A broker's session as its controller sees it: every call goes through, except :class:`StoreFaults`'
+    refusals of ``multi`` (the only way the controller writes the cluster state)."""
+
+    def __init__(self, session: Session, faults: StoreFaults) -> None:
+        self._session = session
+        self._faults = faults
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def multi(self, ops: list[Op]) -> list[Any]:
+        self._faults.check(ops)
+        return await self._session.multi(ops)
+
+
 class SimBroker:
     def __init__(self, cluster: SimCluster, broker_id: int, rack: str | None, config: Mapping[str, Any]) -> None:
         self.cluster = cluster
@@ -146,10 +186,16 @@ class SimBroker:
         self.session: Session | None = None
         self.controller: Controller | None = None
         self.alive = False
+        self._wrapped: tuple[Session, Any] | None = None
 
-    async def current_session(self) -> Session:
+    async def current_session(self) -> Any:
         assert self.session is not None
-        return self.session
+        faults = self.cluster.faults
+        if faults is None:
+            return self.session
+        if self._wrapped is None or self._wrapped[0] is not self.session:
+            self._wrapped = (self.session, FaultySession(self.session, faults))
+        return self._wrapped[1]
 
     async def start(self) -> None:
         self.session = await self.cluster.backend.session(timeout_ms=6_000)
@@ -160,8 +206,8 @@ class SimBroker:
         )
         await self.session.create(f"/brokers/ids/{self.broker_id}", registration.to_json(), ephemeral=True)
         self.cluster.transport.down.discard(self.broker_id)
-        self.controller = Controller(self.broker_id, self.current_session, SystemClock(), self.cluster.transport,
-                                     self.config)
+        self.controller = Controller(self.broker_id, self.current_session, self.cluster.clock or SystemClock(),
+                                     self.cluster.transport, self.config)
         await self.controller.start()
         self.alive = True
 
@@ -184,8 +230,13 @@ class SimBroker:
 
 
 class SimCluster:
-    def __init__(self, backend: Backend, config: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, backend: Backend, config: Mapping[str, Any] | None = None, clock: Clock | None = None,
+                 faults: StoreFaults | None = None) -> None:
+        """``clock`` is the controllers' (each gets its own SystemClock by default); ``faults``, when given, sits
+        between every controller and its session."""
         self.backend = backend
+        self.clock = clock
+        self.faults = faults
         self.transport = RecordingTransport()
         self.config = dict(config or {})
         self.brokers: dict[int, SimBroker] = {}

@@ -1,5 +1,9 @@
 """The Kafka controller of the ZooKeeper era (seed 001), with one event queue and pure decisions.
 
+Handlers decide a :class:`~odradek.controller.plan.Plan` from the context; one
+:class:`~odradek.controller.applier.Applier` writes it (fenced) and only then commits it to the context and the
+brokers' request batch, so a refused write never leaves the controller believing something the store does not hold.
+
 Every broker runs one :class:`Controller`; exactly one is active at a time. Public surface for the broker::
 
     controller = Controller(broker_id, session_or_factory, clock, transport, config)
@@ -30,13 +34,7 @@ allowed), ``controller.socket.timeout.ms`` (30000), ``retry.backoff.ms`` (100), 
 
 from odradek.controller.channels import ChannelManager, Transport
 from odradek.controller.context import ControllerContext, LeaderIsr, PartitionReplica, ReplicaAssignment
-from odradek.controller.controller import (
-    PREFERRED,
-    UNCLEAN,
-    Controller,
-    PartitionResult,
-    ReassignmentState,
-)
+from odradek.controller.controller import Controller
 from odradek.controller.requests import (
     CONTROLLED_SHUTDOWN,
     CONTROLLER_API_KEYS,
@@ -45,6 +43,7 @@ from odradek.controller.requests import (
     STOP_REPLICA,
     UPDATE_METADATA,
 )
+from odradek.controller.results import PREFERRED, UNCLEAN, PartitionResult, ReassignmentState
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.controller.transport import TcpTransport, request_controlled_shutdown
 from odradek.controller.zkstore import ControllerMovedError

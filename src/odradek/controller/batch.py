@@ -1,9 +1,9 @@
 """One round of controller-to-broker requests (seed 001 section 3), collected and then turned into requests.
 
-A handler adds what each broker must hear while it changes partition and replica states; :meth:`RequestBatch.build`
-groups it into at most one LeaderAndIsr, one UpdateMetadata and two StopReplica requests (without and with delete)
-per broker, in that order, which is the order Kafka's ``sendRequestsToBrokers`` uses. Building is pure: the
-channels (:mod:`odradek.controller.channels`) do the sending.
+The state machines and the applier add what each broker must hear as partition and replica states change;
+:meth:`RequestBatch.build` groups it into at most one LeaderAndIsr, one UpdateMetadata and two StopReplica requests
+(without and with delete) per broker, in that order, which is the order Kafka's ``sendRequestsToBrokers`` uses.
+Building is pure: the channels (:mod:`odradek.controller.channels`) do the sending.
 """
 
 from __future__ import annotations

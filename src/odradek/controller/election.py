@@ -9,6 +9,7 @@ so there is one definition of each rule in the project.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.controller.context import ControllerContext, LeaderIsr, TopicPartition
@@ -56,8 +57,11 @@ def needs_unclean_config(ctx: ControllerContext, tp: TopicPartition) -> bool:
 
 
 def elect_leader(
-    kind: Election, ctx: ControllerContext, tp: TopicPartition, unclean_allowed: bool = False
+    kind: Election, ctx: ControllerContext, tp: TopicPartition, unclean_allowed: bool = False,
+    reassign_target: Sequence[int] | None = None,
 ) -> Elected | NotElected:
+    """``reassign_target`` is the target replica set of a reassignment election: the reassignment passes it
+    because the context records a reassignment in progress only once its first write has landed."""
     current = ctx.leadership.get(tp)
     assignment = ctx.assignments.get(tp)
     if current is None or assignment is None:
@@ -82,7 +86,8 @@ def elect_leader(
                 + ("" if unclean_allowed else " and unclean leader election is disabled"),
             )
     elif kind is Election.REASSIGN:
-        target = ctx.being_reassigned.get(tp, assignment.target)
+        target = reassign_target if reassign_target is not None else ctx.being_reassigned.get(tp,
+                                                                                             assignment.target)
         result = reassign_election(target, isr, live, current.leader_epoch)
         recipients = tuple(target)
         if result.leader is None:

@@ -1,8 +1,9 @@
-"""The partition and replica state machines (seed 001 sections 4 and 5) as the controller drives them.
+"""The partition and replica state machines (seed 001 sections 4 and 5) as the managers drive them.
 
-Each ``*_to`` method checks every requested transition against the tables in :mod:`.states` (refusals go to the
-state-change log and change nothing), elects where a partition goes online, writes leader-and-ISR with
-compare-and-set (re-reading and retrying what somebody else wrote first), and adds to the round's request batch.
+Each ``to`` checks every requested transition against the tables in :mod:`.states` (refusals go to the
+state-change log and change nothing), decides the partition states to write (elections, ISR shrinks) from the
+context, and hands them to the :class:`~odradek.controller.applier.Applier`; only what was written moves on.
+Partitions somebody else wrote first are re-read by the applier and decided again, up to ten rounds.
 """
 
 from __future__ import annotations
@@ -10,18 +11,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-from odradek.controller.base import ControllerBase, PartitionResult, flag
-from odradek.controller.context import LeaderIsr, PartitionReplica, ReplicaAssignment, TopicPartition
+from odradek.controller.config import flag
+from odradek.controller.context import LeaderIsr, PartitionReplica, TopicPartition
 from odradek.controller.election import (
-    Elected,
     Election,
     NotElected,
     elect_leader,
     needs_unclean_config,
     without_replica,
 )
+from odradek.controller.plan import LeaderChange, Plan
+from odradek.controller.results import PartitionResult
+from odradek.controller.shared import Shared
 from odradek.controller.states import PartitionState, ReplicaState, state_change_log
-from odradek.coordination.store import BadVersionError, NodeExistsError
 from odradek.errors import ErrorCode
 
 log = logging.getLogger("odradek.controller")
@@ -29,133 +31,150 @@ log = logging.getLogger("odradek.controller")
 P = PartitionState
 R = ReplicaState
 
+ROUNDS = 10
+"""Compare-and-set rounds before a partition that keeps being written by somebody else is given up on."""
 
-__all__ = ["StateMachines"]
+__all__ = ["PartitionStateMachine", "ReplicaStateMachine"]
 
 
-class StateMachines(ControllerBase):
-    async def _partitions_to(
+class PartitionStateMachine:
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
+
+    async def to(
         self,
         partitions: Iterable[TopicPartition],
         target: PartitionState,
         election: Election | None = None,
         force_unclean: bool = False,
+        reassign_target: Sequence[int] | None = None,
     ) -> dict[TopicPartition, PartitionResult]:
         """``PartitionStateMachine.handleStateChanges``: refuses illegal moves, elects where it must."""
-        valid, invalid = self.partition_states.split(sorted(set(partitions)), target)
+        table = self._shared.partition_states
+        valid, invalid = table.split(sorted(set(partitions)), target)
         results = {
             tp: PartitionResult(ErrorCode.invalid_request,
-                                f"illegal transition {self.partition_states.get(tp).value} -> {target.value}")
+                                f"illegal transition {table.get(tp).value} -> {target.value}")
             for tp in invalid
         }
         if target is P.NEW:
             for tp in valid:
-                self.partition_states.put(tp, P.NEW)
+                table.put(tp, P.NEW)
         elif target is P.OFFLINE:
             for tp in valid:
-                self.partition_states.put(tp, P.OFFLINE)
+                table.put(tp, P.OFFLINE)
         elif target is P.NON_EXISTENT:
             for tp in valid:
-                self.partition_states.remove(tp)
+                table.remove(tp)
         else:
-            uninitialized = [tp for tp in valid if self.partition_states.get(tp) is P.NEW]
-            to_elect = [tp for tp in valid if self.partition_states.get(tp) is not P.NEW]
-            results.update(await self._initialize_partitions(uninitialized))
+            uninitialized = [tp for tp in valid if table.get(tp) is P.NEW]
+            to_elect = [tp for tp in valid if table.get(tp) is not P.NEW]
+            results.update(await self._initialize(uninitialized))
             if to_elect:
-                results.update(await self._elect(to_elect, election or Election.OFFLINE, force_unclean))
+                results.update(await self.elect(to_elect, election or Election.OFFLINE, force_unclean,
+                                                reassign_target))
             valid_set = set(valid)
             for tp, outcome in results.items():
                 if outcome.error is ErrorCode.none and tp in valid_set:
-                    self.partition_states.put(tp, P.ONLINE)
+                    table.put(tp, P.ONLINE)
         return results
 
-    async def _initialize_partitions(self, partitions: list[TopicPartition]) -> dict[TopicPartition,
-                                                                                     PartitionResult]:
+    async def trigger_online(self) -> None:
+        """New or Offline partitions of topics not being deleted -> Online (``triggerOnlinePartitionStateChange``)."""
+        ctx = self._shared.ctx
+        candidates = [
+            tp for tp, s in self._shared.partition_states.items()
+            if s in (P.NEW, P.OFFLINE) and not ctx.is_queued_for_deletion(tp.topic)
+        ]
+        if candidates:
+            await self.to(candidates, P.ONLINE, Election.OFFLINE)
+
+    async def _initialize(self, partitions: list[TopicPartition]) -> dict[TopicPartition, PartitionResult]:
         """New -> Online: leader = first live replica, ISR = the live replicas, leader epoch 0."""
-        ctx = self.ctx
+        shared = self._shared
+        ctx = shared.ctx
         results: dict[TopicPartition, PartitionResult] = {}
-        wanted: dict[TopicPartition, LeaderIsr] = {}
+        plan = Plan()
         for tp in partitions:
-            live = [r for r in ctx.replicas_of(tp) if r in ctx.live_broker_ids]
+            replicas = ctx.replicas_of(tp)
+            live = [r for r in replicas if r in ctx.live_broker_ids]
             if not live:
-                msg = f"no assigned replica of {list(ctx.replicas_of(tp))} is alive"
+                msg = f"no assigned replica of {list(replicas)} is alive"
                 state_change_log.error("[Controller id=%d epoch=%d] partition %s New -> Online failed: %s",
-                                       self.broker_id, ctx.epoch, tp, msg)
+                                       shared.broker_id, ctx.epoch, tp, msg)
                 results[tp] = PartitionResult(ErrorCode.eligible_leaders_not_available, msg)
                 continue
-            wanted[tp] = LeaderIsr(live[0], 0, tuple(live), ctx.epoch, 0)
-        if not wanted:
+            plan.created[tp] = LeaderChange(LeaderIsr(live[0], 0, tuple(live), ctx.epoch, 0),
+                                            [r for r in replicas if r in ctx.live_brokers])
+        if not plan.created:
             return results
-        created, failed = await self.store.create_states(wanted)
-        if failed:
-            existing = await self.store.states([tp for tp, e in failed.items() if isinstance(e, NodeExistsError)])
-            created.update(existing)  # another controller initialised it first: adopt what it wrote
-        for tp in wanted:
-            state = created.get(tp)
-            if state is None:
-                results[tp] = PartitionResult(ErrorCode.unknown_server_error, f"writing its state failed: "
-                                                                              f"{failed.get(tp)}")
-                continue
-            ctx.leadership[tp] = state
-            live = [r for r in ctx.replicas_of(tp) if r in ctx.live_brokers]
-            self._batch.add_leader_and_isr(ctx, live, tp, state, is_new=True)
-            results[tp] = PartitionResult(ErrorCode.none)
+        applied = await shared.applier.apply(plan)
+        for tp in plan.created:
+            if tp in applied.written:
+                results[tp] = PartitionResult(ErrorCode.none)
+            else:
+                results[tp] = PartitionResult(ErrorCode.unknown_server_error,
+                                              f"writing its state failed: {applied.failed.get(tp)}")
         return results
 
     async def _unclean_allowed(self, topics: Iterable[str]) -> dict[str, bool]:
-        configs = await self.store.topic_configs(topics)
+        configs = await self._shared.store.topic_configs(topics)
+        default = self._shared.config.unclean_default
         return {
-            t: flag(c["unclean.leader.election.enable"]) if "unclean.leader.election.enable" in c
-            else self._unclean_default
+            t: flag(c["unclean.leader.election.enable"]) if "unclean.leader.election.enable" in c else default
             for t, c in configs.items()
         }
 
-    async def _elect(
-        self, partitions: Sequence[TopicPartition], kind: Election, force_unclean: bool = False
+    async def elect(
+        self, partitions: Sequence[TopicPartition], kind: Election, force_unclean: bool = False,
+        reassign_target: Sequence[int] | None = None,
     ) -> dict[TopicPartition, PartitionResult]:
-        """Elect, write with compare-and-set, re-read and retry the partitions somebody else wrote first."""
-        ctx = self.ctx
+        """Elect (a pure decision per partition), apply, and decide again for those somebody else wrote first."""
+        shared = self._shared
         results: dict[TopicPartition, PartitionResult] = {}
         remaining = list(partitions)
-        for _attempt in range(10):
+        for _attempt in range(ROUNDS):
             if not remaining:
                 break
+            ctx = shared.ctx
             unclean: dict[str, bool] = {}
             if kind is Election.OFFLINE:
                 topics = {tp.topic for tp in remaining if needs_unclean_config(ctx, tp)}
                 unclean = {t: True for t in topics} if force_unclean else await self._unclean_allowed(topics)
-            decisions: dict[TopicPartition, Elected] = {}
+            plan = Plan()
+            changes = plan.states
             refused: list[NotElected] = []
+            unclean_leaders: list[TopicPartition] = []
             for tp in remaining:
-                decision = elect_leader(kind, ctx, tp, unclean.get(tp.topic, False))
+                decision = elect_leader(kind, ctx, tp, unclean.get(tp.topic, False), reassign_target)
                 if isinstance(decision, NotElected):
                     refused.append(decision)
                     results[tp] = PartitionResult(decision.error, decision.reason)
                 else:
-                    decisions[tp] = decision
+                    changes[tp] = LeaderChange(decision.new, decision.recipients)
+                    if decision.unclean:
+                        unclean_leaders.append(tp)
             self._log_refused(kind, refused)
-            if not decisions:
+            if not changes:
                 break
-            written, failed = await self.store.write_states({tp: d.new for tp, d in decisions.items()})
+            applied = await shared.applier.apply(plan)
+            written = applied.written
+            for tp in unclean_leaders:
+                if tp in written:
+                    log.warning("Unclean leader election for partition %s: broker %d leads although it was not "
+                                "in the ISR; data may be lost", tp, written[tp].leader)
+            ok = PartitionResult(ErrorCode.none)
+            info = state_change_log.isEnabledFor(logging.INFO)
             for tp, state in written.items():
-                decision = decisions[tp]
-                ctx.leadership[tp] = state
-                if decision.unclean:
-                    log.warning(
-                        "Unclean leader election for partition %s: broker %d leads although it was not in the "
-                        "ISR; data may be lost", tp, state.leader)
-                state_change_log.info(
-                    "[Controller id=%d epoch=%d] %s election for %s: leader %d, leader epoch %d, ISR %s",
-                    self.broker_id, ctx.epoch, kind.value, tp, state.leader, state.leader_epoch, list(state.isr))
-                self._batch.add_leader_and_isr(ctx, decision.recipients, tp, state)
-                results[tp] = PartitionResult(ErrorCode.none)
-            stale = [tp for tp, e in failed.items() if isinstance(e, BadVersionError)]
-            for tp, error in failed.items():
-                if tp not in stale:
-                    results[tp] = PartitionResult(ErrorCode.unknown_server_error, str(error))
-            if stale:
-                ctx.leadership.update(await self.store.states(stale))
-            remaining = stale
+                if info:
+                    state_change_log.info(
+                        "[Controller id=%d epoch=%d] %s election for %s: leader %d, leader epoch %d, ISR %s",
+                        shared.broker_id, ctx.epoch, kind.value, tp, state.leader, state.leader_epoch,
+                        list(state.isr))
+                results[tp] = ok
+            for tp, error in applied.failed.items():
+                results[tp] = PartitionResult(ErrorCode.unknown_server_error, str(error))
+            remaining = applied.stale
         for tp in remaining:
             results.setdefault(tp, PartitionResult(ErrorCode.unknown_server_error, "kept losing the race"))
         return results
@@ -163,37 +182,31 @@ class StateMachines(ControllerBase):
     def _log_refused(self, kind: Election, refused: list[NotElected]) -> None:
         """One state-change line per partition, as Kafka logs them, but at most ten at ERROR per round: a dead
         rack can leave thousands of partitions offline, and each broker change retries them all."""
+        shared = self._shared
         for index, nope in enumerate(refused):
             level = logging.ERROR if index < 10 else logging.DEBUG
             state_change_log.log(level, "[Controller id=%d epoch=%d] %s election for partition %s failed: %s",
-                                 self.broker_id, self.ctx.epoch, kind.value, nope.tp, nope.reason)
+                                 shared.broker_id, shared.ctx.epoch, kind.value, nope.tp, nope.reason)
         if len(refused) > 10:
             state_change_log.error("[Controller id=%d epoch=%d] %s election failed for %d more partitions",
-                                   self.broker_id, self.ctx.epoch, kind.value, len(refused) - 10)
+                                   shared.broker_id, shared.ctx.epoch, kind.value, len(refused) - 10)
 
-    async def _trigger_online_partitions(self) -> None:
-        """New or Offline partitions of topics not being deleted -> Online (``triggerOnlinePartitionStateChange``)."""
-        ctx = self.ctx
-        candidates = [
-            tp for tp, s in self.partition_states.items()
-            if s in (P.NEW, P.OFFLINE) and not ctx.is_queued_for_deletion(tp.topic)
-        ]
-        if candidates:
-            await self._partitions_to(candidates, P.ONLINE, Election.OFFLINE)
 
-    async def _write_states(self, updates: dict[TopicPartition, LeaderIsr]) -> dict[TopicPartition, LeaderIsr]:
-        """Compare-and-set ``updates``; the partitions somebody else wrote first are re-read into the context
-        and left out of the result, for the caller to rebuild and retry."""
-        written, failed = await self.store.write_states(updates)
-        stale = [tp for tp, e in failed.items() if isinstance(e, BadVersionError)]
-        if stale:
-            self.ctx.leadership.update(await self.store.states(stale))
-        self.ctx.leadership.update(written)
-        return written
+class ReplicaStateMachine:
+    def __init__(self, shared: Shared) -> None:
+        self._shared = shared
 
-    async def _replicas_to(self, replicas: Iterable[PartitionReplica], target: ReplicaState) -> None:
-        ctx = self.ctx
-        table = self.replica_states
+    async def to(self, replicas: Iterable[PartitionReplica], target: ReplicaState) -> None:
+        """``ReplicaStateMachine.handleStateChanges``.
+
+        Unlike Kafka's, NewReplica -> OnlineReplica and -> NonExistentReplica leave the context's replica
+        assignment alone: the assignment changes when its topic znode is written (the reassignment's plan, a
+        topic's deletion), so the context never holds an assignment the store does not.
+        """
+        shared = self._shared
+        ctx = shared.ctx
+        table = shared.replica_states
+        batch = shared.batch
         valid, _invalid = table.split(sorted(set(replicas)), target)
         if target is R.NEW:
             for replica in valid:
@@ -202,55 +215,49 @@ class StateMachines(ControllerBase):
                     table.log_refusal(replica, target)
                     continue
                 if state is not None:
-                    self._batch.add_leader_and_isr(ctx, [replica.replica], replica.tp, state)
+                    batch.add_leader_and_isr(ctx, [replica.replica], replica.tp, state)
                 table.put(replica, R.NEW)
         elif target is R.ONLINE:
             for replica in valid:
-                if table.get(replica) is R.NEW:
-                    ra = ctx.assignments.get(replica.tp)
-                    if ra is not None and replica.replica not in ra.replicas:
-                        ctx.assignments[replica.tp] = ReplicaAssignment((*ra.replicas, replica.replica),
-                                                                         ra.adding, ra.removing)
-                else:
+                if table.get(replica) is not R.NEW:
                     state = ctx.leadership.get(replica.tp)
                     if state is not None:
-                        self._batch.add_leader_and_isr(ctx, [replica.replica], replica.tp, state)
+                        batch.add_leader_and_isr(ctx, [replica.replica], replica.tp, state)
                 table.put(replica, R.ONLINE)
         elif target is R.OFFLINE:
-            await self._replicas_offline(valid)
+            await self._offline(valid)
         elif target is R.DELETION_STARTED:
             for replica in valid:
                 table.put(replica, R.DELETION_STARTED)
-                self._batch.add_stop_replica(ctx, [replica.replica], replica.tp, delete=True)
+                batch.add_stop_replica(ctx, [replica.replica], replica.tp, delete=True)
         elif target in (R.DELETION_INELIGIBLE, R.DELETION_SUCCESSFUL):
             for replica in valid:
                 table.put(replica, target)
         else:  # NON_EXISTENT
             for replica in valid:
-                ra = ctx.assignments.get(replica.tp)
-                if ra is not None:
-                    ctx.assignments[replica.tp] = ReplicaAssignment(
-                        tuple(r for r in ra.replicas if r != replica.replica), ra.adding, ra.removing)
                 table.remove(replica)
 
-    async def _replicas_offline(self, replicas: list[PartitionReplica]) -> None:
+    async def _offline(self, replicas: list[PartitionReplica]) -> None:
         """StopReplica (no delete) to each, and take it out of its partition's ISR (leader epoch + 1)."""
-        ctx = self.ctx
+        shared = self._shared
+        ctx = shared.ctx
+        table = shared.replica_states
         for replica in replicas:
-            self._batch.add_stop_replica(ctx, [replica.replica], replica.tp, delete=False)
+            shared.batch.add_stop_replica(ctx, [replica.replica], replica.tp, delete=False)
         pending = [r for r in replicas if r.tp in ctx.leadership and not ctx.is_queued_for_deletion(r.topic)]
         pending_set = set(pending)
         for replica in replicas:
             if replica not in pending_set:
-                self.replica_states.put(replica, R.OFFLINE)
-        for _attempt in range(10):
+                table.put(replica, R.OFFLINE)
+        for _attempt in range(ROUNDS):
             if not pending:
                 break
+            ctx = shared.ctx
             # One write per partition per round, even when several of its replicas go offline together.
             by_tp: dict[TopicPartition, list[PartitionReplica]] = {}
             for replica in pending:
                 by_tp.setdefault(replica.tp, []).append(replica)
-            updates: dict[TopicPartition, LeaderIsr] = {}
+            plan = Plan()
             for tp, going in by_tp.items():
                 start = ctx.leadership[tp]
                 state = start
@@ -259,25 +266,20 @@ class StateMachines(ControllerBase):
                     if shrunk is not None:
                         state = shrunk
                 if state is not start:
-                    updates[tp] = LeaderIsr(state.leader, start.leader_epoch + 1, state.isr, ctx.epoch,
-                                            start.zk_version)
+                    leaving = {x.replica for x in going}
+                    plan.states[tp] = LeaderChange(
+                        LeaderIsr(state.leader, start.leader_epoch + 1, state.isr, ctx.epoch, start.zk_version),
+                        [r for r in ctx.replicas_of(tp) if r not in leaving])
                 else:
                     for replica in going:
-                        self.replica_states.put(replica, R.OFFLINE)
-            if not updates:
+                        table.put(replica, R.OFFLINE)
+            if not plan.states:
                 break
-            written, failed = await self.store.write_states(updates)
-            for tp, state in written.items():
-                ctx.leadership[tp] = state
-                others = [r for r in ctx.replicas_of(tp) if r not in {x.replica for x in by_tp[tp]}]
-                self._batch.add_leader_and_isr(ctx, others, tp, state)
+            applied = await shared.applier.apply(plan)
+            for tp in applied.written:
                 for replica in by_tp[tp]:
-                    self.replica_states.put(replica, R.OFFLINE)
-            stale = [tp for tp, e in failed.items() if isinstance(e, BadVersionError)]
-            for tp, error in failed.items():
-                if tp not in stale:
-                    state_change_log.error("[Controller id=%d epoch=%d] removing replicas of %s from the ISR "
-                                           "failed: %s", self.broker_id, ctx.epoch, tp, error)
-            if stale:
-                ctx.leadership.update(await self.store.states(stale))
-            pending = [r for tp in stale for r in by_tp[tp]]
+                    table.put(replica, R.OFFLINE)
+            for tp, error in applied.failed.items():
+                state_change_log.error("[Controller id=%d epoch=%d] removing replicas of %s from the ISR "
+                                       "failed: %s", shared.broker_id, ctx.epoch, tp, error)
+            pending = [r for tp in applied.stale for r in by_tp[tp]]

@@ -1,0 +1,35 @@
+"""The answers the controller's API calls give (ElectLeaders, AlterPartitionReassignments,
+ListPartitionReassignments), kept apart so every manager can return them without importing the controller.
+
+Seed 001 predates these APIs (it drives elections and reassignments through znodes only); the shapes are Kafka's
+KIP-460 and KIP-455 answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from odradek.errors import ErrorCode
+
+__all__ = ["PREFERRED", "UNCLEAN", "PartitionResult", "ReassignmentState"]
+
+PREFERRED = 0
+"""ElectLeaders ``election_type`` values, as in Kafka's ``ElectionType``."""
+UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    """One partition's answer to ElectLeaders or AlterPartitionReassignments: a Kafka error code and message."""
+
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentState:
+    """ListPartitionReassignments' answer for one partition."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
