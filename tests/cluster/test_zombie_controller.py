@@ -68,7 +68,8 @@ def test_requests_from_a_controller_whose_session_expired_are_refused(cluster_fa
     response = _send(c, target, STOP_REPLICA, stop)
     assert response.error_code == ErrorCode.stale_controller_epoch, response
 
-    assert c.run(lambda: (TOPIC, target) in c.broker(target).replicas.partitions), "the stale StopReplica deleted a replica"
+    assert c.run(lambda: (TOPIC, target) in c.broker(target).replicas.partitions), \
+        "the stale StopReplica deleted a replica"
     part_after = c.run(lambda: (c.broker(target).replicas.partitions[(TOPIC, target)].leader_id,
                                 c.broker(target).replicas.partitions[(TOPIC, target)].leader_epoch))
     assert part_after == part_before

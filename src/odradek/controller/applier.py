@@ -11,16 +11,15 @@ caller can decide again from what the store holds, as Kafka's ``updateLeaderAndI
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from odradek.controller.context import LeaderIsr, ReplicaAssignment, TopicPartition
+from odradek.controller.batch import RequestBatch
+from odradek.controller.context import ControllerContext, LeaderIsr, ReplicaAssignment, TopicPartition
 from odradek.controller.plan import LeaderChange, Plan
-from odradek.coordination.store import BadVersionError, CoordinationError, NodeExistsError
-
-if TYPE_CHECKING:
-    from odradek.controller.shared import Shared
+from odradek.controller.zkstore import ControllerStore
+from odradek.coordination.store import BadVersionError, CoordinationError, NodeExistsError, WatchedEvent
 
 __all__ = ["Applied", "Applier"]
 
@@ -37,8 +36,20 @@ class Applied:
     """Neither written nor stale; the context keeps what the store has."""
 
 
+class ControllerState(Protocol):
+    """What the applier reads and commits to, looked up on each use: a failover replaces the context and the
+    batch, and a new session the store (:class:`~odradek.controller.shared.Shared` is the one implementation)."""
+
+    ctx: ControllerContext
+    batch: RequestBatch
+    watchers: dict[object, Callable[[WatchedEvent], None]]
+
+    @property
+    def store(self) -> ControllerStore: ...
+
+
 class Applier:
-    def __init__(self, shared: Shared) -> None:
+    def __init__(self, shared: ControllerState) -> None:
         self._shared = shared
 
     async def apply(self, plan: Plan) -> Applied:
