@@ -43,6 +43,7 @@ class _NullWriter:
 @pytest.fixture(scope="module")
 def loop_and_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, Connection]]:
     loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # StreamReader() looks the loop up when it is built
     data = Path(tmp_path_factory.mktemp("fuzz"))
     config = BrokerConfig.build(data_dir=str(data), overrides={"group.initial.rebalance.delay.ms": "0"})
     broker = Broker(config, EmbeddedBackend())
@@ -50,6 +51,7 @@ def loop_and_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[as
     conn = Connection(broker.services, broker, asyncio.StreamReader(), _NullWriter())  # type: ignore[arg-type]
     yield loop, conn
     loop.run_until_complete(broker.stop())
+    asyncio.set_event_loop(None)
     loop.close()
 
 

@@ -35,11 +35,13 @@ class _NullWriter:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, Broker]]:
     loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # StreamReader() looks the loop up when it is built
     config = BrokerConfig.build(data_dir=str(Path(tmp_path_factory.mktemp("handler-errors"))))
     broker = Broker(config, EmbeddedBackend())
     loop.run_until_complete(broker.start())
     yield loop, broker
     loop.run_until_complete(broker.stop())
+    asyncio.set_event_loop(None)
     loop.close()
 
 

@@ -60,6 +60,17 @@ class ThreadedCluster:
 
         return self.run(find)
 
+    def leaders_seen(self, topic: str, partition: int) -> set[int]:
+        """The leader in every running broker's metadata cache (one element once they all agree). A client may
+        bootstrap from any of them, a just-restarted one included, whose cache is the last to hear of a change."""
+
+        def find() -> set[int]:
+            leaders = (b.metadata.leader_for(topic, partition)
+                       for b in self.cluster.brokers.values() if b.running and not b.faults.paused)
+            return {-1 if leader is None else leader for leader in leaders}
+
+        return self.run(find)
+
     def partition_meta(self, topic: str, partition: int) -> Any:
         def find() -> Any:
             for b in self.cluster.brokers.values():

@@ -62,7 +62,7 @@ def test_unclean_off_keeps_the_partition_offline_until_an_isr_member_returns(clu
     c.controller_idle()
     assert _offline(c), "a replica outside the ISR was elected"
     c.start_broker(last)
-    wait_for(lambda: c.leader_of(TOPIC, 0) == last, 30, what=f"broker {last} (the last ISR member) leading")
+    wait_for(lambda: c.leaders_seen(TOPIC, 0) == {last}, 30, what=f"broker {last} (the last ISR member) leading")
     final = read_back(c.bootstrap, TOPIC, 1)
     assert sorted(final.values()) == [b"%06d" % i for i in range(200)]
 
