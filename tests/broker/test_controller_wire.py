@@ -1,0 +1,67 @@
+"""The controller APIs over a real socket: advertised at the versions served, answered in Kafka's framing, and any
+other version or a malformed body closes the connection with a log line while the broker keeps serving."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from brokers import BrokerProcess, wait_for
+from odradek.client import KafkaConnection
+from odradek.controller.requests import (
+    CONTROLLER_API_KEYS,
+    LEADER_AND_ISR,
+    VERSIONS,
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    decode_response,
+    encode_body,
+    frame_request,
+    parse_response_frame,
+)
+from odradek.errors import ErrorCode
+
+LAIR = LeaderAndIsrRequest(0, 1, -1, [LeaderAndIsrPartitionState("t", 0, 1, 0, 1, [0], 0, [0])],
+                           [LeaderAndIsrLiveLeader(0, "127.0.0.1", 9092)])
+
+
+def _connect(broker: BrokerProcess) -> socket.socket:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_controller_apis_are_advertised_and_answered_at_the_served_versions(broker: BrokerProcess) -> None:
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert {key: conn.versions[key] for key in CONTROLLER_API_KEYS} == {
+            key: (version, version) for key, version in VERSIONS.items()}
+    with _connect(broker) as sock:
+        sock.sendall(frame_request(LEADER_AND_ISR, 9, "test", encode_body(LAIR)))
+        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
+        correlation, body = parse_response_frame(sock.recv(size, socket.MSG_WAITALL))
+    assert correlation == 9
+    # a standalone broker has no controller: Kafka's format still carries the refusal
+    assert decode_response(LEADER_AND_ISR, body) == LeaderAndIsrResponse(int(ErrorCode.invalid_request))
+
+
+def test_other_versions_and_malformed_bodies_close_the_connection(broker: BrokerProcess) -> None:
+    frame = frame_request(LEADER_AND_ISR, 1, None, encode_body(LAIR))
+    old_version = frame[:6] + struct.pack(">h", 0) + frame[8:]
+    truncated = struct.pack(">i", len(frame) - 5) + frame[4:-1]
+    for bad in (old_version, truncated):
+        sock = _connect(broker)
+        sock.sendall(bad)
+        assert _closed(sock)
+        sock.close()
+    wait_for(lambda: "unsupported version 0 of API 4 (supported 4-4)" in broker.log_text(), what="version log line")
+    wait_for(lambda: "malformed controller request (API 4 v4)" in broker.log_text(), what="malformed log line")
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert LEADER_AND_ISR in conn.versions
