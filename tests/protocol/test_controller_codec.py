@@ -142,6 +142,26 @@ UM_RESPONSE_V6 = i16(11) + TAGS
 CS_RESPONSE = ControlledShutdownResponse(0, [StopReplicaPartition("t", 1)])
 CS_RESPONSE_V3 = i16(0) + n(1) + cstr("t") + i32(1) + TAGS + TAGS
 
+
+# Two partitions of one shape: the first is read field by field, the second by the struct compiled for its shape;
+# the second carries a tagged field (tag 3, one byte), which sends it back to the field-by-field reader.
+LAIR_ENTRY = n(2) + i32(2, 3) + i32(11) + n(3) + i32(2, 3, 4) + n(1) + i32(4) + n(0) + b"\x01"
+LAIR_TWO_V4 = b"".join((
+    i32(1, 5), i64(100), n(1), cstr("t"), n(3),
+    i32(0, 5, 2, 7), LAIR_ENTRY, TAGS,
+    i32(1, 5, 2, 7), LAIR_ENTRY, TAGS,
+    i32(2, 5, 2, 7), LAIR_ENTRY, b"\x01\x03\x01z",
+    TAGS, n(0), TAGS,
+))
+UM_ENTRY = n(1) + i32(2) + i32(11) + n(2) + i32(2, 3) + n(1) + i32(3)
+UM_TWO_V6 = b"".join((
+    i32(1, 5), i64(100), n(1), cstr("t"), n(3),
+    i32(0, 5, -2, 7), UM_ENTRY, TAGS,
+    i32(1, 5, -2, 7), UM_ENTRY, TAGS,
+    i32(2, 5, -2, 7), UM_ENTRY, b"\x01\x03\x01z",
+    TAGS, n(0), TAGS,
+))
+
 GOLDEN_REQUESTS = [(LEADER_AND_ISR, LAIR, LAIR_V4), (UPDATE_METADATA, UM, UM_V6), (CONTROLLED_SHUTDOWN, CS, CS_V3)]
 GOLDEN_RESPONSES = [(LEADER_AND_ISR, LAIR_RESPONSE, LAIR_RESPONSE_V4), (STOP_REPLICA, SR_RESPONSE, SR_RESPONSE_V3),
                     (UPDATE_METADATA, UM_RESPONSE, UM_RESPONSE_V6),
@@ -197,6 +217,17 @@ def test_response_frame_is_kafkas_header_v1() -> None:
     kio_header, offset = entity_reader(KioResponseHeaderV1)(frame[4:], 0)
     assert kio_header.correlation_id == 7 and offset == 5
     assert parse_response_frame(frame[4:]) == (7, LAIR_RESPONSE_V4)
+
+
+def test_entries_of_one_shape_read_alike_and_tags_are_skipped() -> None:
+    lair = decode_request(LEADER_AND_ISR, LAIR_TWO_V4)
+    assert lair.partition_states == [
+        LeaderAndIsrPartitionState("t", p, 5, 2, 7, [2, 3], 11, [2, 3, 4], [4], [], True) for p in range(3)]
+    assert encode_body(lair) == LAIR_TWO_V4.replace(b"\x01\x03\x01z", TAGS)
+    um = decode_request(UPDATE_METADATA, UM_TWO_V6)
+    assert um.partition_states == [
+        UpdateMetadataPartitionState("t", p, 5, -2, 7, [2], 11, [2, 3], [3]) for p in range(3)]
+    assert encode_body(um) == UM_TWO_V6.replace(b"\x01\x03\x01z", TAGS)
 
 
 def test_unknown_tagged_fields_are_skipped() -> None:
@@ -313,7 +344,8 @@ def test_unencodable_values_are_refused() -> None:
 # ------------------------------------------------------------------------------------------ malformed input
 
 ALL_BODIES = [(decode_request, key, body) for key, _, body in GOLDEN_REQUESTS] + [
-    (decode_request, STOP_REPLICA, SR_V3)] + [(decode_response, key, body) for key, _, body in GOLDEN_RESPONSES]
+    (decode_request, STOP_REPLICA, SR_V3), (decode_request, LEADER_AND_ISR, LAIR_TWO_V4),
+    (decode_request, UPDATE_METADATA, UM_TWO_V6)] + [(decode_response, key, body) for key, _, body in GOLDEN_RESPONSES]
 
 
 @pytest.mark.parametrize(("decode", "key", "body"), ALL_BODIES)

@@ -527,11 +527,50 @@ def _tags(buf: bytes, pos: int) -> int:
     return pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
 
 
+# Reading a partition entry: its array lengths are peeked (one byte each while under 127 elements) to find its shape,
+# and a struct compiled for that shape, with pad bytes over the lengths, unpacks the whole entry in one call. The
+# first entry of each shape, and any entry with long or null arrays or tagged fields, takes the checked path, which
+# reads field by field and compiles the shape's struct for the entries after it.
+_ShapeReader = tuple[Callable[[bytes, int], tuple[Any, ...]], int, int, int, int]
+_LAIR_FORMAT_READ = "iiii{}i{}{}{}?"  # as _LAIR_FORMAT, without the tagged fields (checked to be empty first)
+_UM_FORMAT_READ = "iiii{}i{}{}"
+_LAIR_READERS: dict[tuple[int, ...], _ShapeReader] = {}
+_UM_READERS: dict[tuple[int, ...], _ShapeReader] = {}
+_MAX_SHAPES = 1024
+"""Shapes compiled per message type at most: the readers face the network, and real requests have a handful."""
+
+
+def _shape_reader(formats: str, counts: tuple[int, ...]) -> _ShapeReader:
+    """``counts`` are the arrays' one-byte compact lengths; the offsets say where each array ends in the values."""
+    unpack = struct.Struct(">" + formats.format(*(f"x{c - 1}i" for c in counts))).unpack_from
+    n = [c - 1 for c in counts] + [0]
+    a = 4 + n[0]
+    b = a + 1 + n[1]
+    return unpack, a, b, b + n[2], b + n[2] + n[3]
+
+
+def _lair_partition_checked(buf: bytes, pos: int, topic: str) -> tuple[LeaderAndIsrPartitionState, int]:
+    partition, cepoch, leader, lepoch = _PARTITION_HEAD.unpack_from(buf, pos)
+    isr, pos = _int32s(buf, pos + 16)
+    (zk_version,) = _I32.unpack_from(buf, pos)
+    replicas, pos = _int32s(buf, pos + 4)
+    adding, pos = _int32s(buf, pos)
+    removing, pos = _int32s(buf, pos)
+    is_new = buf[pos] != 0
+    counts = (len(isr) + 1, len(replicas) + 1, len(adding) + 1, len(removing) + 1)
+    if max(counts) <= _SMALL and len(_LAIR_READERS) < _MAX_SHAPES:
+        _LAIR_READERS[counts] = _shape_reader(_LAIR_FORMAT_READ, counts)
+    state = LeaderAndIsrPartitionState(topic, partition, cepoch, leader, lepoch, isr, zk_version, replicas, adding,
+                                       removing, is_new)
+    return state, skip_tagged_fields(buf, pos + 1)
+
+
+
 def _decode_leader_and_isr(buf: bytes) -> tuple[LeaderAndIsrRequest, int]:
     controller_id, controller_epoch, broker_epoch = _EPOCHS.unpack_from(buf, 0)
     pos = _EPOCHS.size
-    head = _PARTITION_HEAD.unpack_from
     i32 = _I32.unpack_from
+    readers = _LAIR_READERS
     state = LeaderAndIsrPartitionState
     states: list[LeaderAndIsrPartitionState] = []
     append = states.append
@@ -540,16 +579,27 @@ def _decode_leader_and_isr(buf: bytes) -> tuple[LeaderAndIsrRequest, int]:
         topic, pos = read_compact_string(buf, pos)
         partitions, pos = _count(buf, pos)
         for _ in range(partitions):
-            partition, cepoch, leader, lepoch = head(buf, pos)
-            isr, pos = _int32s(buf, pos + 16)
-            (zk_version,) = i32(buf, pos)
-            replicas, pos = _int32s(buf, pos + 4)
-            adding, pos = _int32s(buf, pos)
-            removing, pos = _int32s(buf, pos)
-            is_new = buf[pos] != 0
-            pos = pos + 2 if buf[pos + 1] == 0 else skip_tagged_fields(buf, pos + 1)
-            append(state(topic, partition, cepoch, leader, lepoch, isr, zk_version, replicas, adding, removing,
-                         is_new))
+            try:  # a multi-byte length may send the peeks past the end: that entry takes the checked path
+                c1 = buf[pos + 16]
+                at = pos + 17 + 4 * c1  # past the ISR and the zk version
+                c2 = buf[at]
+                at += 4 * c2 - 3
+                c3 = buf[at]
+                at += 4 * c3 - 3
+                c4 = buf[at]
+                at += 4 * c4 - 3  # at IsNew
+                reader = readers.get((c1, c2, c3, c4)) if buf[at + 1] == 0 else None
+            except IndexError:
+                reader = None
+            if reader is None:
+                s, pos = _lair_partition_checked(buf, pos, topic)
+                append(s)
+                continue
+            unpack, a, b, c, d = reader
+            v = unpack(buf, pos)
+            append(state(topic, v[0], v[1], v[2], v[3], list(v[4:a]), v[a], list(v[a + 1:b]), list(v[b:c]),
+                         list(v[c:d]), v[d]))
+            pos = at + 2
         pos = _tags(buf, pos)
     live_leaders = []
     count, pos = _count(buf, pos)
@@ -563,11 +613,24 @@ def _decode_leader_and_isr(buf: bytes) -> tuple[LeaderAndIsrRequest, int]:
     return request, _tags(buf, pos)
 
 
+def _um_partition_checked(buf: bytes, pos: int, topic: str) -> tuple[UpdateMetadataPartitionState, int]:
+    partition, cepoch, leader, lepoch = _PARTITION_HEAD.unpack_from(buf, pos)
+    isr, pos = _int32s(buf, pos + 16)
+    (zk_version,) = _I32.unpack_from(buf, pos)
+    replicas, pos = _int32s(buf, pos + 4)
+    offline, pos = _int32s(buf, pos)
+    counts = (len(isr) + 1, len(replicas) + 1, len(offline) + 1)
+    if max(counts) <= _SMALL and len(_UM_READERS) < _MAX_SHAPES:
+        _UM_READERS[counts] = _shape_reader(_UM_FORMAT_READ, counts)
+    state = UpdateMetadataPartitionState(topic, partition, cepoch, leader, lepoch, isr, zk_version, replicas, offline)
+    return state, skip_tagged_fields(buf, pos)
+
+
 def _decode_update_metadata(buf: bytes) -> tuple[UpdateMetadataRequest, int]:
     controller_id, controller_epoch, broker_epoch = _EPOCHS.unpack_from(buf, 0)
     pos = _EPOCHS.size
-    head = _PARTITION_HEAD.unpack_from
     i32 = _I32.unpack_from
+    readers = _UM_READERS
     state = UpdateMetadataPartitionState
     states: list[UpdateMetadataPartitionState] = []
     append = states.append
@@ -576,13 +639,24 @@ def _decode_update_metadata(buf: bytes) -> tuple[UpdateMetadataRequest, int]:
         topic, pos = read_compact_string(buf, pos)
         partitions, pos = _count(buf, pos)
         for _ in range(partitions):
-            partition, cepoch, leader, lepoch = head(buf, pos)
-            isr, pos = _int32s(buf, pos + 16)
-            (zk_version,) = i32(buf, pos)
-            replicas, pos = _int32s(buf, pos + 4)
-            offline, pos = _int32s(buf, pos)
-            pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
-            append(state(topic, partition, cepoch, leader, lepoch, isr, zk_version, replicas, offline))
+            try:  # as in _decode_leader_and_isr
+                c1 = buf[pos + 16]
+                at = pos + 17 + 4 * c1  # past the ISR and the zk version
+                c2 = buf[at]
+                at += 4 * c2 - 3
+                c3 = buf[at]
+                at += 4 * c3 - 3  # at the tagged fields
+                reader = readers.get((c1, c2, c3)) if buf[at] == 0 else None
+            except IndexError:
+                reader = None
+            if reader is None:
+                s, pos = _um_partition_checked(buf, pos, topic)
+                append(s)
+                continue
+            unpack, a, b, c, _ = reader
+            v = unpack(buf, pos)
+            append(state(topic, v[0], v[1], v[2], v[3], list(v[4:a]), v[a], list(v[a + 1:b]), list(v[b:c])))
+            pos = at + 1
         pos = _tags(buf, pos)
     brokers = []
     count, pos = _count(buf, pos)
