@@ -18,10 +18,10 @@ from odradek.controller.requests import (
     LeaderAndIsrResponse,
     decode_response,
     encode_body,
-    frame_request,
-    parse_response_frame,
 )
 from odradek.errors import ErrorCode
+from odradek.protocol.client import BlockingConnection
+from odradek.protocol.wire import request_header
 
 LAIR = LeaderAndIsrRequest(0, 1, -1, [LeaderAndIsrPartitionState("t", 0, 1, 0, 1, [0], 0, [0])],
                            [LeaderAndIsrLiveLeader(0, "127.0.0.1", 9092)])
@@ -43,22 +43,24 @@ def test_controller_apis_are_advertised_and_answered_at_the_served_versions(brok
     with KafkaConnection(broker.bootstrap) as conn:
         assert {key: conn.versions[key] for key in CONTROLLER_API_KEYS} == {
             key: (version, version) for key, version in VERSIONS.items()}
-    with _connect(broker) as sock:
-        sock.sendall(frame_request(LEADER_AND_ISR, 9, "test", encode_body(LAIR)))
-        (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))
-        correlation, body = parse_response_frame(sock.recv(size, socket.MSG_WAITALL))
-    assert correlation == 9
+    host, port = broker.bootstrap.rsplit(":", 1)
+    conn = BlockingConnection(host, int(port), "test", timeout=10)
+    try:
+        frame, offset = conn.request(LEADER_AND_ISR, 4, encode_body(LAIR), flexible_request=True,
+                                     flexible_response=True)
+    finally:
+        conn.close()
     # a standalone broker has no controller: Kafka's format still carries the refusal
-    assert decode_response(LEADER_AND_ISR, body) == LeaderAndIsrResponse(int(ErrorCode.invalid_request))
+    assert decode_response(LEADER_AND_ISR, frame[offset:]) == LeaderAndIsrResponse(int(ErrorCode.invalid_request))
 
 
 def test_other_versions_and_malformed_bodies_close_the_connection(broker: BrokerProcess) -> None:
-    frame = frame_request(LEADER_AND_ISR, 1, None, encode_body(LAIR))
-    old_version = frame[:6] + struct.pack(">h", 0) + frame[8:]
-    truncated = struct.pack(">i", len(frame) - 5) + frame[4:-1]
+    body = encode_body(LAIR)
+    old_version = request_header(LEADER_AND_ISR, 0, 1, None, flexible=False) + body
+    truncated = request_header(LEADER_AND_ISR, 4, 1, None, flexible=True) + body[:-1]
     for bad in (old_version, truncated):
         sock = _connect(broker)
-        sock.sendall(bad)
+        sock.sendall(struct.pack(">i", len(bad)) + bad)
         assert _closed(sock)
         sock.close()
     wait_for(lambda: "unsupported version 0 of API 4 (supported 4-4)" in broker.log_text(), what="version log line")

@@ -55,9 +55,7 @@ from odradek.protocol.wire import (
     read_compact_string,
     read_nullable_compact_string,
     read_request_header,
-    read_response_header,
     read_uvarint,
-    request_header,
     response_header,
     skip_tagged_fields,
     uvarint,
@@ -92,10 +90,8 @@ __all__ = [
     "decode_request",
     "decode_response",
     "encode_body",
-    "frame_request",
     "frame_response",
     "parse_request_frame",
-    "parse_response_frame",
     "partition_errors",
 ]
 
@@ -787,16 +783,7 @@ def decode_response(api_key: int, body: bytes | memoryview) -> Any:
     return _decode(_RESPONSE_DECODERS, "response", api_key, body)
 
 
-# ------------------------------------------------------------------------------------------- framing
-
-
-def frame_request(api_key: int, correlation_id: int, client_id: str | None, body: bytes) -> bytes:
-    """A whole request frame, size prefix and request header v2 included, ready for the socket."""
-    version = VERSIONS.get(api_key)
-    if version is None:
-        raise RequestFormatError(f"api key {api_key} is not a controller API")
-    header = request_header(api_key, version, correlation_id, client_id, flexible=True)
-    return SIZE.pack(len(header) + len(body)) + header + body
+# ---------------------------------------------------------------------------- framing, the broker's side
 
 
 def parse_request_frame(frame: bytes | memoryview) -> tuple[RequestHeader, bytes]:
@@ -817,16 +804,6 @@ def frame_response(correlation_id: int, body: bytes) -> bytes:
     """A whole response frame, size prefix and response header v1 included."""
     header = response_header(correlation_id, flexible=True)
     return SIZE.pack(len(header) + len(body)) + header + body
-
-
-def parse_response_frame(frame: bytes | memoryview) -> tuple[int, bytes]:
-    """Correlation id and body of a response frame *without* its size prefix."""
-    buf = bytes(frame)
-    try:
-        correlation_id, pos = read_response_header(buf, flexible=True)
-    except (IndexError, WireFormatError) as exc:
-        raise RequestFormatError(f"malformed response header: {exc}") from None
-    return correlation_id, buf[pos:]
 
 
 def partition_errors(errors: Sequence[PartitionError]) -> dict[tuple[str, int], int]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "SIZE",
+    "Buffer",
     "RequestHeader",
     "WireFormatError",
     "compact_string",
@@ -32,6 +33,7 @@ __all__ = [
     "uvarint",
 ]
 
+Buffer = bytes | bytearray | memoryview
 SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 _CLIENT_ID_LENGTH = struct.Struct(">h")
@@ -59,7 +61,7 @@ def uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
     """The unsigned varint at ``pos`` and the position after it."""
     value = 0
     shift = 0
@@ -110,7 +112,7 @@ def read_compact_string(buf: bytes, pos: int) -> tuple[str, int]:
     return value, end
 
 
-def skip_tagged_fields(buf: bytes, pos: int) -> int:
+def skip_tagged_fields(buf: Buffer, pos: int) -> int:
     """Skip a tagged-field buffer: none of the versions odradek serves defines a tag, and unknown tags are ignored,
     as Kafka's readers ignore them."""
     count, pos = read_uvarint(buf, pos)
@@ -171,7 +173,7 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
     return SIZE.pack(correlation_id) + (b"\x00" if flexible else b"")
 
 
-def read_response_header(frame: bytes, flexible: bool) -> tuple[int, int]:
+def read_response_header(frame: Buffer, flexible: bool) -> tuple[int, int]:
     """Correlation id of a response frame without its size prefix, and where the body starts."""
     if len(frame) < 4:
         raise WireFormatError(f"response of {len(frame)} bytes is shorter than a response header")
