@@ -15,7 +15,9 @@ nothing it would have to invent:
 * StopReplica **v3**: flexible, grouped by topic, with a delete flag and leader epoch per partition. odradek's
   request has one delete flag, written into every partition; the leader epoch is written as -1 (Kafka's
   ``NoEpoch``: not fenced) and ignored when read. A request whose partitions disagree on the flag is refused, and
-  an empty one reads back with ``delete_partitions=False`` (there is nowhere to carry the flag).
+  an empty one reads back with ``delete_partitions=False`` (there is nowhere to carry the flag). v2's single
+  request-wide flag would map one to one, but v3 is what Kafka's controllers send from 2.6 on (KIP-570), and its
+  leader epochs leave room for fencing StopReplica later.
 * ControlledShutdown **v3**: first flexible version, with the broker epoch.
 
 All four are flexible, so requests carry Kafka's request header v2 and responses its response header v1
@@ -26,8 +28,8 @@ the end, null arrays, bad UTF-8, trailing bytes) with :class:`RequestFormatError
 request with a closed connection rather than a crash.
 
 Speed matters at failover, when LeaderAndIsr and UpdateMetadata carry 100,000 partitions: each partition entry is
-packed by one struct compiled for its shape (the lengths of its replica lists), and read with a handful of
-``unpack_from`` calls (bench/controller_codec.py).
+packed, and read back, by one struct compiled for its shape (the lengths of its replica lists), with no per-field
+Python in between; 2-5 times faster than the JSON codec this replaced (bench/controller_codec.py, RESULTS.md).
 
 Conventions the broker relies on:
 
