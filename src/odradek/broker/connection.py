@@ -57,7 +57,7 @@ def frame_encoded(correlation_id: int, flexible_header: bool, encoded: Encoded) 
 
 
 LARGE_CHUNK = 64 * 1024
-LARGE_CONTROLLER_BODY = 1 << 20  # controller requests above this are decoded off the event loop
+LARGE_CONTROLLER_BODY = 1 << 18  # controller requests above this (~5,000 partitions) are decoded off the event loop
 
 
 def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | memoryview]) -> None:
