@@ -22,7 +22,15 @@ from typing import Any
 
 from odradek.clock import SystemClock
 from odradek.controller import Controller
-from odradek.controller.requests import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from odradek.controller.requests import (
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    LeaderAndIsrResponse,
+    StopReplicaResponse,
+    UpdateMetadataResponse,
+    encode_body,
+)
 from odradek.coordination import Backend, Create, EmbeddedBackend, Session, ZooKeeperBackend
 from odradek.coordination.znodes import (
     BrokerRegistration,
@@ -37,9 +45,9 @@ from odradek.coordination.znodes import (
 )
 
 OK = {
-    LEADER_AND_ISR: b'{"error_code":0,"partition_errors":[]}',
-    STOP_REPLICA: b'{"error_code":0,"partition_errors":[]}',
-    UPDATE_METADATA: b'{"error_code":0}',
+    LEADER_AND_ISR: encode_body(LeaderAndIsrResponse(0)),
+    STOP_REPLICA: encode_body(StopReplicaResponse(0)),
+    UPDATE_METADATA: encode_body(UpdateMetadataResponse(0)),
 }
 CONFIG = {"auto.leader.rebalance.enable": False}
 

@@ -1,40 +1,30 @@
 """A small blocking Kafka client over kio, for the CLI and for tests that need exact control of requests.
 
 It speaks one request at a time on one connection and picks the highest version both sides support, the same
-negotiation real clients do, so ``odradek topics`` works against any Kafka-compatible broker.
+negotiation real clients do, so ``odradek topics`` works against any Kafka-compatible broker. Framing is
+:class:`odradek.protocol.client.BlockingConnection`'s, as for every other odradek client.
 """
 
 from __future__ import annotations
 
-import io
-import itertools
-import socket
-import struct
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from odradek.protocol.client import BlockingConnection
+from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
 
-_SIZE = struct.Struct(">i")
+API_VERSIONS = 18
 
 
 class KafkaConnection:
     def __init__(self, bootstrap: str, client_id: str = "odradek-cli", timeout: float = 30.0) -> None:
         host, _, port = bootstrap.split(",")[0].rpartition(":")
-        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
-        self.client_id = client_id
-        self._correlation = itertools.count(1)
+        self._conn = BlockingConnection(host or "127.0.0.1", int(port), client_id, timeout=timeout)
         self.versions: dict[int, tuple[int, int]] = {}
-        response = self.request(18, self._api_versions_request(), version=0)
+        response = self.request(API_VERSIONS, entity_schemas(API_VERSIONS, 0).request(), version=0)
         self.versions = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
 
-    @staticmethod
-    def _api_versions_request() -> Any:
-        return load_request_schema(18, 0)()
-
     def close(self) -> None:
-        self.sock.close()
+        self._conn.close()
 
     def __enter__(self) -> KafkaConnection:
         return self
@@ -53,39 +43,8 @@ class KafkaConnection:
         """Send ``body`` (a kio request entity of the chosen version) and return the decoded response."""
         if version is None:
             version = int(type(body).__version__)
-        schema = load_request_schema(api_key, version)
-        header_cls = schema.__header_schema__
-        correlation = next(self._correlation)
-        buf = io.BytesIO()
-        fields: dict[str, Any] = {
-            "request_api_key": i16(api_key), "request_api_version": i16(version), "correlation_id": i32(correlation),
-        }
-        if "client_id" in header_cls.__dataclass_fields__:
-            fields["client_id"] = self.client_id
-        entity_writer(header_cls)(buf, header_cls(**fields))
-        entity_writer(schema)(buf, body)
-        payload = buf.getvalue()
-        self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-        frame = self._read_frame()
-        response_cls = load_response_schema(api_key, version)
-        header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
-        if header.correlation_id != correlation:
-            raise RuntimeError(f"correlation id {header.correlation_id} != {correlation}")
-        response, _ = entity_reader(response_cls)(frame, offset)
-        return response
-
-    def send_raw(self, payload: bytes) -> None:
-        self.sock.sendall(payload)
-
-    def _read_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._read_exactly(4))
-        return self._read_exactly(size)
-
-    def _read_exactly(self, n: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < n:
-            chunk = self.sock.recv(n - len(chunks))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            chunks += chunk
-        return bytes(chunks)
+        schemas = entity_schemas(api_key, version)
+        frame, offset = self._conn.request(api_key, version, encode_entity(body),
+                                           flexible_request=schemas.flexible_request,
+                                           flexible_response=schemas.flexible_response)
+        return decode_entity(schemas.response, frame, offset)

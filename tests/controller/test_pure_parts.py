@@ -22,21 +22,12 @@ from odradek.controller.requests import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    MetadataBroker,
-    MetadataEndpoint,
-    PartitionError,
-    RequestFormatError,
     StopReplicaPartition,
-    StopReplicaRequest,
-    UpdateMetadataPartitionState,
-    UpdateMetadataRequest,
     decode_request,
     decode_response,
     encode_body,
-    frame_request,
     frame_response,
     parse_request_frame,
-    parse_response_frame,
 )
 from odradek.controller.states import (
     PARTITION_VALID_PREVIOUS,
@@ -100,60 +91,7 @@ LAIR = LeaderAndIsrRequest(
     partition_states=[LeaderAndIsrPartitionState("t", 0, 3, 1, 5, [1, 2], 9, [1, 2, 3], [3], [], True)],
     live_leaders=[LeaderAndIsrLiveLeader(1, "127.0.0.1", 9092)],
 )
-UM = UpdateMetadataRequest(
-    0, 3, 77, [UpdateMetadataPartitionState("t", 0, 3, -2, 5, [1], 9, [1, 2], [2])],
-    [MetadataBroker(1, [MetadataEndpoint(9092, "127.0.0.1", "PLAINTEXT", "PLAINTEXT")], "rack-a"),
-     MetadataBroker(2, [], None)],
-)
-SR = StopReplicaRequest(0, 3, 77, True, [StopReplicaPartition("t", 0)])
 CS = ControlledShutdownRequest(4, 123)
-
-
-@pytest.mark.parametrize(("key", "request_"), [(LEADER_AND_ISR, LAIR), (UPDATE_METADATA, UM),
-                                               (STOP_REPLICA, SR), (CONTROLLED_SHUTDOWN, CS)])
-def test_requests_round_trip_with_kafka_field_names(key, request_) -> None:
-    body = encode_body(request_)
-    assert decode_request(key, body) == request_
-    assert b'"controller_epoch"' in body or key == CONTROLLED_SHUTDOWN
-    frame = frame_request(key, 42, "odradek-controller", body)
-    header, parsed = parse_request_frame(frame[4:])
-    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (
-        key, 0, 42, "odradek-controller")
-    assert parsed == body
-
-
-def test_large_update_metadata_encodes_its_shared_states_once_and_round_trips() -> None:
-    states = [UpdateMetadataPartitionState("t", p, 3, 1, 5, [1, 2], 9, [1, 2], []) for p in range(500)]
-    brokers = [MetadataBroker(1, [MetadataEndpoint(9092, "h", "PLAINTEXT")], None)]
-    for broker_epoch in (10, 11):
-        request = UpdateMetadataRequest(0, 3, broker_epoch, states, brokers)
-        assert decode_request(UPDATE_METADATA, encode_body(request)) == request
-
-
-def test_responses_round_trip() -> None:
-    response = LeaderAndIsrResponse(0, [PartitionError("t", 0, 11)])
-    assert decode_response(LEADER_AND_ISR, encode_body(response)) == response
-    shutdown = ControlledShutdownResponse(0, [StopReplicaPartition("t", 1)])
-    assert decode_response(CONTROLLED_SHUTDOWN, encode_body(shutdown)) == shutdown
-    correlation, body = parse_response_frame(frame_response(7, encode_body(response))[4:])
-    assert correlation == 7 and decode_response(LEADER_AND_ISR, body) == response
-
-
-@pytest.mark.parametrize("body", [b"", b"[]", b"{", b'{"broker_id": "4", "broker_epoch": 1}', b'{"broker_id": 4}',
-                                  b"\xff", b'{"broker_id": true, "broker_epoch": 1}'])
-def test_malformed_bodies_are_refused(body) -> None:
-    with pytest.raises(RequestFormatError):
-        decode_request(CONTROLLED_SHUTDOWN, body)
-
-
-def test_malformed_frames_are_refused() -> None:
-    with pytest.raises(RequestFormatError):
-        parse_request_frame(b"\x00\x04")
-    frame = frame_request(LEADER_AND_ISR, 1, None, b"{}")[4:]
-    with pytest.raises(RequestFormatError):
-        parse_request_frame(frame[:-1])
-    with pytest.raises(RequestFormatError):
-        decode_request(3, b"{}")
 
 
 async def test_tcp_transport_frames_requests_as_a_broker_reads_them() -> None:

@@ -21,6 +21,13 @@ from kio.serial import entity_writer
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.faults import FaultState
 from odradek.broker.services import Services
+from odradek.controller.requests import (
+    RequestFormatError,
+    decode_request,
+    encode_body,
+    frame_response,
+    parse_request_frame,
+)
 from odradek.errors import ErrorCode
 from odradek.protocol.entities import empty_entity, forbidden_null
 from odradek.protocol.framing import (
@@ -60,7 +67,7 @@ def frame_encoded(correlation_id: int, flexible_header: bool, encoded: Encoded) 
 
 
 LARGE_CHUNK = 64 * 1024
-LARGE_CONTROLLER_BODY = 1 << 20  # controller requests above this are decoded off the event loop
+LARGE_CONTROLLER_BODY = 1 << 18  # controller requests above this (~5,000 partitions) are decoded off the event loop
 
 
 def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | memoryview]) -> None:
@@ -187,27 +194,23 @@ class Connection:
         return encode_response(correlation_id, empty_entity(cls, error_code=ErrorCode.unknown_server_error))
 
     async def _dispatch_raw(self, api: Any, frame: bytes) -> list[bytes | bytearray | memoryview]:
-        """The controller's own APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown): not kio's."""
-        from odradek.controller.requests import (
-            RequestFormatError,
-            decode_request,
-            encode_body,
-            frame_response,
-            parse_request_frame,
-        )
-
+        """The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown): Kafka's format,
+        decoded by odradek's own codec because kio has none."""
+        key, version, _correlation_id = peek_key_version(frame)
+        if not api.MIN_VERSION <= version <= api.MAX_VERSION:
+            raise FrameError(
+                f"unsupported version {version} of API {key} (supported {api.MIN_VERSION}-{api.MAX_VERSION})"
+            )
         try:
             header, body = parse_request_frame(frame)
-            if header.api_version != api.MIN_VERSION:
-                raise RequestFormatError(f"version {header.api_version}")
             if len(body) > LARGE_CONTROLLER_BODY:
-                # A 100,000-partition request takes a second or more to decode: on a worker thread, so the event
-                # loop keeps answering (and keeps the coordination session alive) while it runs.
+                # A 100,000-partition request takes a fraction of a second to decode: on a worker thread, so the
+                # event loop keeps answering (and keeps the coordination session alive) while it runs.
                 request = await asyncio.to_thread(decode_request, header.api_key, body)
             else:
                 request = decode_request(header.api_key, body)
         except RequestFormatError as exc:
-            raise FrameError(f"malformed controller request (API {api.API_KEY}): {exc}") from exc
+            raise FrameError(f"malformed controller request (API {api.API_KEY} v{version}): {exc}") from exc
         ctx = RequestContext(self.services, header.api_key, header.api_version, header.correlation_id,
                              header.client_id, self.client_host)
         response = await api.handle(ctx, request)

@@ -1,21 +1,19 @@
 """An asyncio Kafka client connection between brokers (follower fetches, OffsetForLeaderEpoch).
 
 Requests are kio entities; one request is in flight per connection, as a follower fetcher needs nothing more.
-Any failure closes the connection and raises; the caller (a fetcher) backs off and reconnects.
+Any failure closes the connection and raises; the caller (a fetcher) backs off and reconnects. Framing is
+:class:`odradek.protocol.client.AsyncConnection`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import io
-import itertools
-import struct
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from odradek.protocol.client import AsyncConnection
+from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
 
-_SIZE = struct.Struct(">i")
+READ_BUFFER = 1 << 22
+"""Fetch responses are megabytes: a large stream buffer reads them in few system calls."""
 
 
 class PeerConnection:
@@ -23,56 +21,30 @@ class PeerConnection:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation = itertools.count(1)
+        self._conn: AsyncConnection | None = None
 
     async def connect(self, timeout: float = 5.0) -> None:
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=1 << 22), timeout
-        )
+        self._conn = await AsyncConnection.open(self.host, self.port, self.client_id, timeout=timeout,
+                                                limit=READ_BUFFER)
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        return self._conn is not None and not self._conn.closed
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
 
     async def request(self, api_key: int, version: int, body: Any, timeout: float) -> Any:
-        if self._reader is None or self._writer is None:
+        if not self.connected:
             await self.connect()
-        # local references: close() from another task (a fetcher being stopped) must surface as a closed
-        # connection here, not as an AttributeError on a reader that was set to None mid-request
-        reader, writer = self._reader, self._writer
-        assert reader is not None and writer is not None
-        schema = load_request_schema(api_key, version)
-        header_cls: Any = schema.__header_schema__
-        correlation = next(self._correlation)
-        buf = io.BytesIO()
-        entity_writer(header_cls)(
-            buf,
-            header_cls(
-                request_api_key=api_key, request_api_version=version, correlation_id=correlation,
-                client_id=self.client_id,
-            ),
-        )
-        entity_writer(schema)(buf, body)
-        payload = buf.getbuffer()
-        try:
-            writer.writelines([_SIZE.pack(len(payload)), payload])
-            await writer.drain()
-            (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))
-            frame = await asyncio.wait_for(reader.readexactly(size), timeout)
-        except BaseException:
-            self.close()
-            raise
-        response_cls = load_response_schema(api_key, version)
-        header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
-        if header.correlation_id != correlation:
-            self.close()
-            raise ConnectionError(f"correlation id {header.correlation_id} != {correlation}")
-        response, _ = entity_reader(response_cls)(frame, offset)
-        return response
+        # a local reference: close() from another task (a fetcher being stopped) must surface as a closed
+        # connection here, not as an AttributeError on a connection that was set to None mid-request
+        conn = self._conn
+        assert conn is not None
+        schemas = entity_schemas(api_key, version)
+        frame, offset = await conn.request(api_key, version, encode_entity(body),
+                                           flexible_request=schemas.flexible_request,
+                                           flexible_response=schemas.flexible_response, timeout=timeout)
+        return decode_entity(schemas.response, frame, offset)

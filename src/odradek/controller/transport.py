@@ -1,40 +1,27 @@
-"""A real TCP transport for the controller's requests, framed as :mod:`odradek.controller.requests` describes.
+"""A real TCP transport for the controller's requests, in Kafka's format (:mod:`odradek.controller.requests`).
 
 One connection per broker, opened on first use and dropped on any error (the channel retries, and the next send
 reconnects). A connection carries one request at a time: the controller's channel already sends one at a time per
-broker, and the per-connection lock only guards a second user such as a broker's controlled-shutdown request.
+broker, and the connection's lock only orders a second user such as a broker's controlled-shutdown request.
+Framing is :class:`odradek.protocol.client.AsyncConnection`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import struct
 
 from odradek.controller.requests import (
     CONTROLLED_SHUTDOWN,
+    VERSIONS,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
-    RequestFormatError,
     decode_response,
     encode_body,
-    frame_request,
-    parse_response_frame,
 )
 from odradek.coordination.znodes import Endpoint
+from odradek.protocol.client import AsyncConnection
 
 __all__ = ["TcpTransport", "request_controlled_shutdown"]
-
-_SIZE = struct.Struct(">i")
-MAX_RESPONSE_BYTES = 100 * 1024 * 1024
-
-
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.lock = asyncio.Lock()
-        self.correlation = 0
 
 
 class TcpTransport:
@@ -44,44 +31,37 @@ class TcpTransport:
         self._gate = gate
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
-        self._connections: dict[tuple[int, str, int], _Connection] = {}
+        self._connections: dict[tuple[int, str, int], AsyncConnection] = {}
 
     async def send(self, broker_id: int, endpoint: Endpoint, api_key: int, body: bytes) -> bytes:
+        """Send one request body at its served version (every one is flexible) and return the response body."""
         if self._gate is not None:
             await self._gate.wait()
         key = (broker_id, endpoint.host, endpoint.port)
         connection = self._connections.get(key)
         if connection is None:
-            async with asyncio.timeout(self._connect_timeout_s):
-                reader, writer = await asyncio.open_connection(endpoint.host or "127.0.0.1", endpoint.port)
-            connection = self._connections.setdefault(key, _Connection(reader, writer))
-        async with connection.lock:
-            try:
-                connection.correlation = (connection.correlation + 1) & 0x7FFFFFFF
-                correlation = connection.correlation
-                connection.writer.write(frame_request(api_key, correlation, self._client_id, body))
-                await connection.writer.drain()
-                (size,) = _SIZE.unpack(await connection.reader.readexactly(4))
-                if size < 4 or size > MAX_RESPONSE_BYTES:
-                    raise RequestFormatError(f"response size {size} out of range")
-                got, response = parse_response_frame(await connection.reader.readexactly(size))
-                if got != correlation:
-                    raise RequestFormatError(f"correlation id {got} does not match request {correlation}")
-                return response
-            except BaseException:
-                self._drop(key, connection)
-                raise
+            opened = await AsyncConnection.open(endpoint.host or "127.0.0.1", endpoint.port, self._client_id,
+                                                timeout=self._connect_timeout_s)
+            connection = self._connections.setdefault(key, opened)
+            if connection is not opened:  # another send connected first
+                opened.close()
+        try:
+            frame, offset = await connection.request(api_key, VERSIONS[api_key], body, flexible_request=True,
+                                                     flexible_response=True)
+        except BaseException:
+            self._drop(key, connection)
+            raise
+        return frame[offset:]
 
-    def _drop(self, key: tuple[int, str, int], connection: _Connection) -> None:
+    def _drop(self, key: tuple[int, str, int], connection: AsyncConnection) -> None:
         if self._connections.get(key) is connection:
             del self._connections[key]
-        connection.writer.close()
+        connection.close()
 
     async def close(self) -> None:
         for key, connection in list(self._connections.items()):
             self._drop(key, connection)
-            with contextlib.suppress(Exception):
-                await connection.writer.wait_closed()
+            await connection.wait_closed()
 
 
 async def request_controlled_shutdown(

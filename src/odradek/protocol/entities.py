@@ -1,19 +1,64 @@
-"""Questions about decoded kio entities that the request path asks only when something has already gone wrong.
+"""kio entities: encoding and decoding them over :mod:`odradek.protocol.client`'s connections (which header
+versions an API version uses, the body bytes in and out), and the questions the request path asks of a decoded one
+only after its handler failed.
 
-kio decodes a null (length -1) even where the schema forbids one, and the handler then fails on it. Telling such a
-malformed request from a bug in the handler matters: the first is the client's fault (its connection is closed),
-the second ours (logged as an internal error, UNKNOWN_SERVER_ERROR to the client). Walking every request on the hot
-path would cost every produce; walking one only after its handler failed costs nothing.
+The codec half is kept apart from the connections so the Spark source, which reads Fetch without kio, does not
+import kio's schema index. The other half exists because kio decodes a null (length -1) even where the schema
+forbids one, and the handler then fails on it. Telling such a malformed request from a bug in the handler matters:
+the first is the client's fault (its connection is closed), the second ours (logged as an internal error,
+UNKNOWN_SERVER_ERROR to the client). Walking every request on the hot path would cost every produce; walking one
+only after its handler failed costs nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
+import io
 import types
 import typing
 import uuid
+from dataclasses import dataclass
 from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from odradek.protocol.wire import Buffer
+
+__all__ = ["EntitySchemas", "decode_entity", "default_of", "empty_entity", "encode_entity", "entity_schemas",
+           "forbidden_null"]
+
+
+@dataclass(frozen=True, slots=True)
+class EntitySchemas:
+    request: type[Any]
+    response: type[Any]
+    flexible_request: bool
+    """Request header v2 (flexible API version) rather than v1."""
+    flexible_response: bool
+    """Response header v1; ApiVersions answers with v0 at every version, so this is not ``flexible_request``."""
+
+
+@functools.cache
+def entity_schemas(api_key: int, api_version: int) -> EntitySchemas:
+    request = load_request_schema(api_key, api_version)
+    response = load_response_schema(api_key, api_version)
+    return EntitySchemas(request, response, bool(request.__header_schema__.__flexible__),
+                         bool(response.__header_schema__.__flexible__))
+
+
+def encode_entity(entity: Any) -> memoryview:
+    buf = io.BytesIO()
+    entity_writer(type(entity))(buf, entity)
+    return buf.getbuffer()
+
+
+def decode_entity(cls: type[Any], frame: Buffer, offset: int) -> Any:
+    entity, _size = entity_reader(cls)(frame, offset)
+    return entity
+
 
 _NULLABLE: dict[type[Any], dict[str, bool]] = {}
 

@@ -5,21 +5,24 @@ alone caps a Spark task well below a million rows per second. Fetch (non-flexibl
 negotiated through ApiVersions v0) returns each partition's RecordBatches as one byte string that
 ``recordbatch`` decodes in bulk. Only PLAINTEXT listeners are spoken here; everything else about the
 cluster (metadata, offsets by time) goes through confluent-kafka on the driver.
+
+Framing (headers, size prefix, correlation ids) is :class:`odradek.protocol.client.BlockingConnection`'s, shared
+with every odradek client; that module and :mod:`odradek.protocol.wire` import only the standard library, so the
+Spark source still needs neither the broker nor kio.
 """
 
 from __future__ import annotations
 
-import socket
 import struct
 from dataclasses import dataclass
+
+from odradek.protocol.client import BlockingConnection
 
 API_FETCH = 1
 API_VERSIONS = 18
 FETCH_MIN_VERSION = 4
 FETCH_MAX_VERSION = 11
 
-_SIZE = struct.Struct(">i")
-_HEADER = struct.Struct(">hhi")
 
 
 class KafkaProtocolError(RuntimeError):
@@ -81,17 +84,13 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-def _string(s: str | None) -> bytes:
-    if s is None:
-        return _I16.pack(-1)
+def _string(s: str) -> bytes:
     raw = s.encode("utf-8")
     return _I16.pack(len(raw)) + raw
 
 
 def encode_fetch(
     version: int,
-    correlation_id: int,
-    client_id: str,
     topic: str,
     partition: int,
     offset: int,
@@ -100,12 +99,8 @@ def encode_fetch(
     max_bytes: int,
     isolation_level: int = 0,
 ) -> bytes:
-    """A Fetch request for a single partition, framed with its size prefix."""
-    parts = [
-        _HEADER.pack(API_FETCH, version, correlation_id),
-        _string(client_id),
-        struct.pack(">iiiib", -1, max_wait_ms, 1, max_bytes, isolation_level),
-    ]
+    """A Fetch request body for a single partition."""
+    parts = [struct.pack(">iiiib", -1, max_wait_ms, 1, max_bytes, isolation_level)]
     if version >= 7:
         parts.append(struct.pack(">ii", 0, -1))  # no fetch session: full fetch every time
     parts.append(_I32.pack(1) + _string(topic) + _I32.pack(1) + _I32.pack(partition))
@@ -119,8 +114,7 @@ def encode_fetch(
         parts.append(_I32.pack(0))  # forgotten topics
     if version >= 11:
         parts.append(_string(""))
-    body = b"".join(parts)
-    return _SIZE.pack(len(body)) + body
+    return b"".join(parts)
 
 
 def decode_fetch(version: int, body: memoryview, topic: str, partition: int) -> PartitionData:
@@ -156,44 +150,16 @@ class FetchConnection:
     """A blocking connection to one broker that can keep one Fetch in flight while the caller decodes."""
 
     def __init__(self, host: str, port: int, *, timeout_s: float, client_id: str = "odradek-spark") -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout_s)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._client_id = client_id
-        self._correlation = 0
+        self._conn = BlockingConnection(host, port, client_id, timeout=timeout_s)
         self._pending: list[int] = []
         self.version = self._negotiate()
 
     def close(self) -> None:
-        self._sock.close()
-
-    def _next_id(self) -> int:
-        self._correlation += 1
-        return self._correlation
-
-    def _recv_exact(self, n: int) -> memoryview:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            chunk = self._sock.recv_into(view[got:], n - got)
-            if chunk == 0:
-                raise ConnectionError("broker closed the connection")
-            got += chunk
-        return view
-
-    def _recv_response(self, correlation_id: int) -> memoryview:
-        (size,) = _SIZE.unpack(self._recv_exact(4))
-        body = self._recv_exact(size)
-        (got,) = _I32.unpack_from(body, 0)
-        if got != correlation_id:
-            raise KafkaProtocolError(f"correlation id {got}, expected {correlation_id}")
-        return body[4:]
+        self._conn.close()
 
     def _negotiate(self) -> int:
-        cid = self._next_id()
-        body = _HEADER.pack(API_VERSIONS, 0, cid) + _string(self._client_id)
-        self._sock.sendall(_SIZE.pack(len(body)) + body)
-        r = _Reader(self._recv_response(cid))
+        frame, offset = self._conn.request(API_VERSIONS, 0, b"", flexible_request=False, flexible_response=False)
+        r = _Reader(frame[offset:])
         error = r.i16()
         if error:
             raise KafkaProtocolError(f"ApiVersions failed with error {error}")
@@ -217,21 +183,10 @@ class FetchConnection:
         isolation_level: int = 0,
     ) -> None:
         """Queue a Fetch; its answer comes from the next ``receive_fetch`` (answers arrive in order)."""
-        cid = self._next_id()
-        request = encode_fetch(
-            self.version,
-            cid,
-            self._client_id,
-            topic,
-            partition,
-            offset,
-            max_wait_ms=max_wait_ms,
-            max_bytes=max_bytes,
-            isolation_level=isolation_level,
-        )
-        self._sock.sendall(request)
-        self._pending.append(cid)
+        body = encode_fetch(self.version, topic, partition, offset, max_wait_ms=max_wait_ms, max_bytes=max_bytes,
+                            isolation_level=isolation_level)
+        self._pending.append(self._conn.send(API_FETCH, self.version, body, flexible=False))
 
     def receive_fetch(self, topic: str, partition: int) -> PartitionData:
-        cid = self._pending.pop(0)
-        return decode_fetch(self.version, self._recv_response(cid), topic, partition)
+        frame, offset = self._conn.receive(self._pending.pop(0), flexible=False)
+        return decode_fetch(self.version, frame[offset:], topic, partition)

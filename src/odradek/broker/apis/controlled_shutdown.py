@@ -1,8 +1,10 @@
-"""ControlledShutdown (key 7), version 0 of odradek's own encoding (Kafka 4 removed the API).
+"""ControlledShutdown (key 7), version 3 only: Kafka's binary format, the first flexible version.
 
-Served by the active controller only: it moves the shutting-down broker's leaderships to other ISR members, takes
-it out of ISRs, and answers with the partitions it still leads, so the broker retries until none remain. Any other
-broker answers NOT_CONTROLLER, and a stale broker epoch gets STALE_BROKER_EPOCH.
+See :mod:`odradek.controller.requests` for why v3; a request at any other version closes the connection with one log
+line, as Kafka's broker closes it. Served by the active controller only: it moves the shutting-down broker's
+leaderships to other ISR members, takes it out of ISRs, and answers with the partitions it still leads, so the
+broker retries until none remain. Any other broker answers NOT_CONTROLLER, and a stale broker epoch gets
+STALE_BROKER_EPOCH.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from odradek.controller import requests as creq
 from odradek.errors import KafkaError
 
 API_KEY = creq.CONTROLLED_SHUTDOWN
-MIN_VERSION = MAX_VERSION = creq.API_VERSION
+MIN_VERSION = MAX_VERSION = creq.VERSIONS[API_KEY]
 RAW = True
 
 

@@ -1,9 +1,10 @@
-"""UpdateMetadata (key 6), version 0 of odradek's own encoding (Kafka 4 removed the API; see controller.requests).
+"""UpdateMetadata (key 6), version 6 only: Kafka's binary format, the first flexible version, before topic ids.
 
-Replaces this broker's view of the live brokers and of partition leaders, ISRs and offline replicas, which Metadata,
-FindCoordinator and every leader check answer from. Partitions with leader -2 belong to a topic being deleted and
-leave the cache. Topic ids are read once from ``/brokers/topics/{topic}``. Older controller epochs get
-STALE_CONTROLLER_EPOCH.
+See :mod:`odradek.controller.requests` for why v6; a request at any other version closes the connection with one log
+line, as Kafka's broker closes it. Replaces this broker's view of the live brokers and of partition leaders, ISRs
+and offline replicas, which Metadata, FindCoordinator and every leader check answer from. Partitions with leader -2
+belong to a topic being deleted and leave the cache. Topic ids are read once from ``/brokers/topics/{topic}``. Older
+controller epochs get STALE_CONTROLLER_EPOCH.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
 
 API_KEY = creq.UPDATE_METADATA
-MIN_VERSION = MAX_VERSION = creq.API_VERSION
+MIN_VERSION = MAX_VERSION = creq.VERSIONS[API_KEY]
 RAW = True
 
 

@@ -1,0 +1,76 @@
+"""The controller APIs over a real socket: advertised at the versions served, answered in Kafka's framing, and any
+other version or a malformed body closes the connection with a log line while the broker keeps serving."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from brokers import BrokerProcess, wait_for
+from odradek.admin import metadata
+from odradek.client import KafkaConnection
+from odradek.controller.requests import (
+    CONTROLLER_API_KEYS,
+    LEADER_AND_ISR,
+    VERSIONS,
+    LeaderAndIsrLiveLeader,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    decode_response,
+    encode_body,
+)
+from odradek.errors import ErrorCode
+from odradek.protocol.client import BlockingConnection
+from odradek.protocol.wire import request_header
+
+# From a controller of epoch 0: older than the epoch-1 controller every fresh cluster (of one, here) elects first.
+LAIR = LeaderAndIsrRequest(0, 0, -1, [LeaderAndIsrPartitionState("t", 0, 0, 0, 1, [0], 0, [0])],
+                           [LeaderAndIsrLiveLeader(0, "127.0.0.1", 9092)])
+
+
+def _connect(broker: BrokerProcess) -> socket.socket:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_controller_apis_are_advertised_and_answered_at_the_served_versions(broker: BrokerProcess) -> None:
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert {key: conn.versions[key] for key in CONTROLLER_API_KEYS} == {
+            key: (version, version) for key, version in VERSIONS.items()}
+        # the broker has heard from its own controller (epoch 1) once its metadata names one
+        wait_for(lambda: metadata(conn, []).controller_id == 0, 30, what="the broker's controller")
+    host, port = broker.bootstrap.rsplit(":", 1)
+    conn = BlockingConnection(host, int(port), "test", timeout=10)
+    try:
+        frame, offset = conn.request(LEADER_AND_ISR, 4, encode_body(LAIR), flexible_request=True,
+                                     flexible_response=True)
+    finally:
+        conn.close()
+    # a zombie controller is refused, in Kafka's format, and nothing changes
+    assert decode_response(LEADER_AND_ISR, frame[offset:]) == LeaderAndIsrResponse(
+        int(ErrorCode.stale_controller_epoch))
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert [t.name for t in metadata(conn, None).topics] == []
+
+
+def test_other_versions_and_malformed_bodies_close_the_connection(broker: BrokerProcess) -> None:
+    body = encode_body(LAIR)
+    old_version = request_header(LEADER_AND_ISR, 0, 1, None, flexible=False) + body
+    truncated = request_header(LEADER_AND_ISR, 4, 1, None, flexible=True) + body[:-1]
+    for bad in (old_version, truncated):
+        sock = _connect(broker)
+        sock.sendall(struct.pack(">i", len(bad)) + bad)
+        assert _closed(sock)
+        sock.close()
+    wait_for(lambda: "unsupported version 0 of API 4 (supported 4-4)" in broker.log_text(), what="version log line")
+    wait_for(lambda: "malformed controller request (API 4 v4)" in broker.log_text(), what="malformed log line")
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert LEADER_AND_ISR in conn.versions
