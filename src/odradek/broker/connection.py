@@ -11,12 +11,8 @@ top-level error code (otherwise the connection is closed, and the client retries
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
-import struct
 from typing import Any, Protocol
-
-from kio.serial import entity_writer
 
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.faults import FaultState
@@ -29,41 +25,31 @@ from odradek.controller.requests import (
     parse_request_frame,
 )
 from odradek.errors import ErrorCode
-from odradek.protocol.entities import empty_entity, forbidden_null
+from odradek.protocol.entities import empty_entity, encode_entity, forbidden_null
 from odradek.protocol.framing import (
     FrameError,
     decode_body,
-    decode_header,
     peek_key_version,
     request_schema,
 )
+from odradek.protocol.wire import SIZE, WireFormatError, read_request_header, response_header
 
 log = logging.getLogger(__name__)
 
-_SIZE = struct.Struct(">i")
-_SIZE_CORR = struct.Struct(">ii")
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
 
 
 def encode_response(correlation_id: int, response: Any) -> list[bytes | bytearray | memoryview]:
     """Frame a kio response entity: size, header (v0, or v1 with an empty tag buffer), body."""
-    body = io.BytesIO()
-    entity_writer(type(response))(body, response)
-    payload = body.getbuffer()
-    flexible_header = type(response).__header_schema__.__flexible__
-    if flexible_header:
-        return [_SIZE_CORR.pack(len(payload) + 5, correlation_id), b"\x00", payload]
-    return [_SIZE_CORR.pack(len(payload) + 4, correlation_id), payload]
+    return frame_encoded(correlation_id, type(response).__header_schema__.__flexible__,
+                         Encoded([encode_entity(response)]))
 
 
 def frame_encoded(correlation_id: int, flexible_header: bool, encoded: Encoded) -> list[bytes | bytearray | memoryview]:
-    size = sum(len(b) for b in encoded.buffers) + (5 if flexible_header else 4)
-    head: list[bytes | bytearray | memoryview] = [_SIZE_CORR.pack(size, correlation_id)]
-    if flexible_header:
-        head.append(b"\x00")
-    head.extend(encoded.buffers)
-    return head
+    header = response_header(correlation_id, flexible_header)
+    size = len(header) + sum(len(b) for b in encoded.buffers)
+    return [SIZE.pack(size) + header, *encoded.buffers]
 
 
 LARGE_CHUNK = 64 * 1024
@@ -122,7 +108,7 @@ class Connection:
                     if exc.partial:
                         log.info("connection %s closed mid-frame (%d of 4 size bytes)", self.peer, len(exc.partial))
                     return
-                (size,) = _SIZE.unpack(prefix)
+                (size,) = SIZE.unpack(prefix)
                 if size < 0 or size > max_bytes:
                     log.warning(
                         "closing connection %s: request of %d bytes exceeds socket.request.max.bytes=%d",
@@ -165,8 +151,11 @@ class Connection:
         schema = request_schema(key, version)
         if schema is None:
             raise FrameError(f"no schema for API {key} version {version}")
-        header = decode_header(frame, schema)
-        request = decode_body(frame, schema, header.body_offset)
+        try:
+            header, body_offset = read_request_header(frame, schema.__header_schema__.__flexible__)
+        except WireFormatError as exc:
+            raise FrameError(f"malformed request header: {exc}") from exc
+        request = decode_body(frame, schema, body_offset)
         ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host)
         try:
             response = await api.handle(ctx, request)

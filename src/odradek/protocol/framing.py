@@ -1,57 +1,34 @@
-"""Length-prefixed framing and request-header decoding.
+"""What the broker's request path needs beyond :mod:`odradek.protocol.wire`: the first look at a frame, kio's schema
+for its API version, and the body decoded with it.
 
 Every Kafka request is an int32 size followed by that many bytes: a header whose layout depends on the API's
-version (v1 for non-flexible versions, v2 with tagged fields for flexible ones), then the body. We read the
-api key and version first, look the schema up, and only then know how to parse the rest. Anything we cannot parse
-raises :class:`FrameError`, which the connection turns into one log line and a closed socket.
+version (v1 for non-flexible versions, v2 with tagged fields for flexible ones; :func:`odradek.protocol.wire.
+read_request_header` reads both), then the body. We read the api key and version first, look the schema up, and only
+then know how to parse the rest. Anything we cannot parse raises :class:`FrameError`, which the connection turns
+into one log line and a closed socket.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from kio.index import load_request_schema
 from kio.serial import entity_reader
 
-DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024
-SIZE = struct.Struct(">i")
-KEY_VERSION = struct.Struct(">hh")
-CORRELATION = struct.Struct(">i")
+KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
 
 class FrameError(Exception):
     """A request we cannot parse: the connection is closed after one clear log line."""
 
 
-@dataclass(slots=True)
-class RequestHeader:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body_offset: int
-
-
 def peek_key_version(frame: bytes | memoryview) -> tuple[int, int, int]:
     """api key, api version and correlation id: the fixed prefix every header version shares."""
     if len(frame) < 8:
         raise FrameError(f"request of {len(frame)} bytes is shorter than a request header")
-    key, version = KEY_VERSION.unpack_from(frame, 0)
-    (correlation,) = CORRELATION.unpack_from(frame, 4)
+    key, version, correlation = KEY_VERSION_CORRELATION.unpack_from(frame, 0)
     return key, version, correlation
-
-
-def decode_header(frame: bytes | memoryview, schema: type[Any]) -> RequestHeader:
-    try:
-        header, size = entity_reader(schema.__header_schema__)(frame, 0)
-    except Exception as exc:
-        raise FrameError(f"malformed request header: {exc}") from exc
-    return RequestHeader(
-        header.request_api_key, header.request_api_version, header.correlation_id,
-        getattr(header, "client_id", None), size,
-    )
 
 
 def decode_body(frame: bytes | memoryview, schema: type[Any], offset: int) -> Any:
