@@ -54,6 +54,7 @@ def test_preferred_election_is_not_needed(solo: BrokerProcess) -> None:
             (0, ElectionNotNeededError.errno), (1, ElectionNotNeededError.errno)]
     finally:
         kp.close()
+    assert "election for partition" not in solo.log_text(), "an election that was not needed was logged as failed"
 
 
 def test_reassignments_on_one_broker(solo: BrokerProcess) -> None:

@@ -223,3 +223,30 @@ async def test_channels_retry_while_the_broker_lives_and_drop_when_it_is_removed
     assert channels.brokers == {1}
     await channels.close()  # returns only once every sender, the removed one included, has ended
     assert answered == [(1, LeaderAndIsrResponse(0, []))]
+
+
+async def test_a_request_kafkas_format_cannot_carry_is_dropped_and_the_queue_goes_on(caplog) -> None:
+    from odradek.controller.channels import ChannelManager
+    from odradek.controller.requests import MetadataBroker, MetadataEndpoint, UpdateMetadataRequest
+
+    sent: list[int] = []
+
+    class Recording:
+        async def send(self, broker_id: int, endpoint: Endpoint, api_key: int, body: bytes) -> bytes:
+            sent.append(api_key)
+            return encode_body(LeaderAndIsrResponse(0, []))
+
+    odd = UpdateMetadataRequest(0, 1, -1, [], [MetadataBroker(1, [MetadataEndpoint(1, "h", "IN", "NOT_A_PROTOCOL")])])
+    answered: list[object] = []
+    channels = ChannelManager(Recording(), retry_backoff_ms=1, max_backoff_ms=2)
+    channels.add_broker(1, Endpoint("PLAINTEXT", "h", 1))
+    with caplog.at_level(logging.ERROR, logger="odradek.controller.channels"):
+        channels.send(1, UPDATE_METADATA, odd, lambda b, r: answered.append(r))
+        channels.send(1, LEADER_AND_ISR, LAIR, lambda b, r: answered.append(r))
+        deadline = asyncio.get_running_loop().time() + 10
+        while not answered:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.005)
+    assert sent == [LEADER_AND_ISR] and answered == [LeaderAndIsrResponse(0, [])]
+    assert any("cannot be encoded; dropped" in r.getMessage() for r in caplog.records)
+    await channels.close()

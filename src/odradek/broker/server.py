@@ -31,7 +31,6 @@ from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
-from odradek.broker.link import znode_reads
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
 from odradek.broker.link.controller_requests import ControllerRequests
@@ -48,6 +47,7 @@ from odradek.broker.services import Services
 from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller, TcpTransport
 from odradek.coordination import Backend
+from odradek.coordination import znodes as zn
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class Broker:
         self.port = self._server.sockets[0].getsockname()[1]
         self.metadata.set_broker(BrokerEndpoint(self.broker_id, self.config.host, self.port, self.config.rack))
         self.metadata.cluster_id = await self.membership.connect()
-        overrides = await znode_reads.all_topic_configs(self.membership.current())
+        overrides = await zn.read_all_topic_configs(self.membership.current())
         logs = LogManager(
             self.data_dir, self.clock, self.config.topic_defaults(), broker_id=self.broker_id,
             cluster_id=self.metadata.cluster_id,

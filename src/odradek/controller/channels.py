@@ -113,12 +113,19 @@ class ChannelManager:
             item = await channel.queue.get()
             channel.busy = True
             try:
-                if len(getattr(item.request, "partition_states", ())) > LARGE_REQUEST_PARTITIONS:
-                    # Encoding 100,000 partition states takes about a second: off the event loop, so the
-                    # coordination session's pings and the broker's clients keep being served meanwhile.
-                    body = await asyncio.to_thread(encode_body, item.request)
-                else:
-                    body = encode_body(item.request)
+                try:
+                    if len(getattr(item.request, "partition_states", ())) > LARGE_REQUEST_PARTITIONS:
+                        # Encoding 100,000 partition states takes about a second: off the event loop, so the
+                        # coordination session's pings and the broker's clients keep being served meanwhile.
+                        body = await asyncio.to_thread(encode_body, item.request)
+                    else:
+                        body = encode_body(item.request)
+                except ValueError:
+                    # Something Kafka's format cannot carry (a listener with no security protocol id, say): no
+                    # retry can send it, and the requests queued behind it must still go.
+                    log.exception("request %d to broker %d cannot be encoded; dropped", item.api_key,
+                                  channel.broker_id)
+                    continue
                 backoff = self._backoff_s
                 while True:
                     try:

@@ -181,8 +181,10 @@ class PartitionStateMachine:
 
     def _log_refused(self, kind: Election, refused: list[NotElected]) -> None:
         """One state-change line per partition, as Kafka logs them, but at most ten at ERROR per round: a dead
-        rack can leave thousands of partitions offline, and each broker change retries them all."""
+        rack can leave thousands of partitions offline, and each broker change retries them all. A preferred
+        replica that already leads is no failure (ELECTION_NOT_NEEDED; Kafka does not even try those)."""
         shared = self._shared
+        refused = [nope for nope in refused if nope.error is not ErrorCode.election_not_needed]
         for index, nope in enumerate(refused):
             level = logging.ERROR if index < 10 else logging.DEBUG
             state_change_log.log(level, "[Controller id=%d epoch=%d] %s election for partition %s failed: %s",

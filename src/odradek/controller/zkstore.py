@@ -46,7 +46,6 @@ from odradek.coordination.znodes import (
     PartitionState,
     PreferredReplicaElection,
     TopicAssignment,
-    TopicConfig,
     broker_path,
     decode_controller_epoch,
     decode_or_skip,
@@ -55,6 +54,7 @@ from odradek.coordination.znodes import (
     partition_path,
     partition_state_path,
     partitions_path,
+    read_topic_configs,
     topic_config_path,
     topic_path,
 )
@@ -213,16 +213,10 @@ class ControllerStore:
         return _leader_isr(state, stat) if state else None
 
     async def topic_configs(self, topics: Iterable[str]) -> dict[str, Mapping[str, str]]:
+        """Every topic's overrides, empty for one without a config znode."""
         ordered = sorted(topics)
-        results = await self.session.get_many([topic_config_path(t) for t in ordered])
-        out: dict[str, Mapping[str, str]] = {}
-        for topic, result in zip(ordered, results, strict=True):
-            if isinstance(result, CoordinationError):
-                out[topic] = {}
-                continue
-            config = decode_or_skip(TopicConfig.from_json, result[0], topic_config_path(topic))
-            out[topic] = config.config if config else {}
-        return out
+        found = await read_topic_configs(self.session, ordered)
+        return {topic: found.get(topic, {}) for topic in ordered}
 
     async def reassignments(self, watch: WatchCallback | None) -> dict[TopicPartition, tuple[int, ...]]:
         stat = await self.session.exists(REASSIGN_PARTITIONS, watch=watch)

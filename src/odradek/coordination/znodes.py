@@ -14,8 +14,10 @@ crash a controller.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -66,6 +68,9 @@ __all__ = [
     "partition_path",
     "partition_state_path",
     "partitions_path",
+    "read_all_topic_configs",
+    "read_topic_configs",
+    "read_topic_ids",
     "sequence_number",
     "topic_config_path",
     "topic_path",
@@ -151,6 +156,41 @@ def sequence_number(path: str, prefix: str) -> str:
 async def ensure_kafka_layout(session: Session) -> None:
     for path in PERSISTENT_PATHS:
         await session.ensure_path(path)
+
+
+async def read_topic_configs(session: Session, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``/config/topics/{topic}`` overrides of each topic that has them (topics without a znode are left out)."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    results = await session.get_many([topic_config_path(t) for t in names])
+    out: dict[str, dict[str, str]] = {}
+    for topic, result in zip(names, results, strict=True):
+        if isinstance(result, tuple):
+            parsed = decode_or_skip(TopicConfig.from_json, result[0], topic_config_path(topic))
+            if parsed is not None:
+                out[topic] = dict(parsed.config)
+    return out
+
+
+async def read_all_topic_configs(session: Session) -> dict[str, dict[str, str]]:
+    return await read_topic_configs(session, await session.children(CONFIG_TOPICS))
+
+
+async def read_topic_ids(session: Session, topics: Iterable[str]) -> dict[str, uuid.UUID]:
+    """The ids recorded in the topics' assignment znodes (a topic written by an older tool may have none)."""
+    names = sorted(set(topics))
+    if not names:
+        return {}
+    out: dict[str, uuid.UUID] = {}
+    results = await session.get_many([topic_path(t) for t in names])
+    for topic, result in zip(names, results, strict=True):
+        if isinstance(result, tuple):
+            parsed = decode_or_skip(TopicAssignment.from_json, result[0], topic_path(topic))
+            if parsed is not None and parsed.topic_id:
+                with contextlib.suppress(ValueError):
+                    out[topic] = uuid.UUID(parsed.topic_id)
+    return out
 
 
 async def generate_broker_id(session: Session, reserved_broker_max_id: int = 1000) -> int:

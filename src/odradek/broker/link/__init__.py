@@ -8,8 +8,7 @@
 * :mod:`.producer_id_blocks`: cluster-wide blocks of producer ids;
 * :mod:`.config_watch`: topic config changes announced under ``/config/changes``;
 * :mod:`.topic_admin`: topic administration through Kafka's znodes, as AdminZkClient does it;
-* :mod:`.controlled_shutdown`: asking the controller to move this broker's leaderships away before it stops;
-* :mod:`.znode_reads`: the few reads of topic znodes these share.
+* :mod:`.controlled_shutdown`: asking the controller to move this broker's leaderships away before it stops.
 
 Each takes the narrow parts it works with (the session holder, the replica manager, the metadata cache), never
 the broker; :class:`odradek.broker.server.Broker` wires them together.

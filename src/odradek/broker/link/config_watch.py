@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from odradek.broker.link import znode_reads
 from odradek.broker.link.membership import Membership
 from odradek.coordination import EventType, NoNodeError, WatchedEvent
 from odradek.coordination import znodes as zn
@@ -49,5 +48,5 @@ class ConfigWatch:
             if note is None or not note.entity_path.startswith("topics/"):
                 continue
             topic = note.entity_path.split("/", 1)[1]
-            configs = await znode_reads.topic_configs(session, [topic])
+            configs = await zn.read_topic_configs(session, [topic])
             self.apply(topic, configs.get(topic, {}))

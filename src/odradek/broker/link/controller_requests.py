@@ -14,12 +14,12 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from odradek.broker.link import znode_reads
 from odradek.broker.link.membership import Membership
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache, PartitionMeta, TopicMeta
 from odradek.broker.replica_manager import PartitionChange, ReplicaManager
 from odradek.broker.topics import INTERNAL_TOPICS, fallback_topic_id
 from odradek.controller import requests as creq
+from odradek.coordination import znodes as zn
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
 
@@ -76,7 +76,7 @@ class ControllerRequests:
                 self.metadata.set_broker(BrokerEndpoint(leader.broker_id, leader.host_name, leader.port))
         errors: list[creq.PartitionError] = []
         new_topics = {ps.topic for ps in req.partition_states if not replicas.hosts(ps.topic, ps.partition)}
-        configs = await znode_reads.topic_configs(self.membership.current(), new_topics)
+        configs = await zn.read_topic_configs(self.membership.current(), new_topics)
         broker_id = replicas.broker_id
         for n, ps in enumerate(req.partition_states):
             if n and n % YIELD_EVERY == 0:
@@ -136,7 +136,7 @@ class ControllerRequests:
             by_topic.setdefault(ps.topic, []).append(ps)
         unknown = [t for t in by_topic if t not in cache.topics and t not in self._topic_ids]
         if unknown:
-            self._topic_ids.update(await znode_reads.topic_ids(self.membership.current(), unknown))
+            self._topic_ids.update(await zn.read_topic_ids(self.membership.current(), unknown))
         applied = 0
         for topic, states in by_topic.items():
             applied += len(states)

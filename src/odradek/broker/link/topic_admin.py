@@ -17,7 +17,6 @@ from typing import Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.group.config import OFFSETS_TOPIC
-from odradek.broker.link import znode_reads
 from odradek.broker.link.membership import Membership
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.topic_config import validate_overrides
@@ -58,7 +57,7 @@ class TopicAdmin:
         assignment = zn.decode_or_skip(zn.TopicAssignment.from_json, data, zn.topic_path(name))
         if assignment is None:
             return None
-        configs = await znode_reads.topic_configs(session, [name])
+        configs = await zn.read_topic_configs(session, [name])
         topic_id = uuid.UUID(assignment.topic_id) if assignment.topic_id else fallback_topic_id(
             self.metadata.cluster_id, name)
         return TopicRecord(name, topic_id, {p: list(r) for p, r in assignment.partitions.items()},
