@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -79,3 +80,17 @@ class BrokerProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def raw_socket(broker: BrokerProcess) -> socket.socket:
+    """A plain TCP connection to the broker, for frames no client would send."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def peer_closed(sock: socket.socket) -> bool:
+    """Whether the broker closed this connection (what it does to a request it cannot parse)."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True

@@ -7,22 +7,10 @@ import struct
 
 from kio.index import load_request_schema
 
-from brokers import BrokerProcess, wait_for
+from brokers import BrokerProcess, peer_closed, raw_socket, wait_for
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.protocol.records import encode_batch
-
-
-def _connect(broker: BrokerProcess) -> socket.socket:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=10)
-
-
-def _closed(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def _still_serves(broker: BrokerProcess) -> None:
@@ -32,19 +20,19 @@ def _still_serves(broker: BrokerProcess) -> None:
 
 def test_oversized_request_closes_connection_with_log_line(broker_factory) -> None:
     broker = broker_factory("--override", "socket.request.max.bytes=1000")
-    sock = _connect(broker)
+    sock = raw_socket(broker)
     sock.sendall(struct.pack(">i", 5000) + b"\x00" * 16)
-    assert _closed(sock)
+    assert peer_closed(sock)
     wait_for(lambda: "exceeds socket.request.max.bytes=1000" in broker.log_text(), what="oversize log line")
     _still_serves(broker)
 
 
 def test_unknown_api_key_and_version_close_only_that_connection(broker: BrokerProcess) -> None:
     for key, version in ((999, 0), (0, 99), (-1, 0)):
-        sock = _connect(broker)
+        sock = raw_socket(broker)
         payload = struct.pack(">hhi", key, version, 7) + b"\x00\x00"
         sock.sendall(struct.pack(">i", len(payload)) + payload)
-        assert _closed(sock)
+        assert peer_closed(sock)
     log = broker.log_text()
     assert "unknown API key 999" in log
     assert "unsupported version 99 of API 0" in log
@@ -52,10 +40,10 @@ def test_unknown_api_key_and_version_close_only_that_connection(broker: BrokerPr
 
 
 def test_truncated_frame_and_vanishing_client(broker: BrokerProcess) -> None:
-    sock = _connect(broker)
+    sock = raw_socket(broker)
     sock.sendall(struct.pack(">i", 100) + b"\x00\x12\x00")  # promises 100 bytes, sends 3, then vanishes
     sock.close()
-    sock = _connect(broker)
+    sock = raw_socket(broker)
     sock.sendall(b"\x00\x00")  # half a size prefix
     sock.close()
     wait_for(lambda: "closed mid-request" in broker.log_text(), what="mid-request log line")
@@ -63,15 +51,15 @@ def test_truncated_frame_and_vanishing_client(broker: BrokerProcess) -> None:
 
 
 def test_garbage_body_closes_connection(broker: BrokerProcess) -> None:
-    sock = _connect(broker)
+    sock = raw_socket(broker)
     payload = struct.pack(">hhi", 3, 12, 1) + b"\xff" * 9  # Metadata v12 header with garbage after it
     sock.sendall(struct.pack(">i", len(payload)) + payload)
-    assert _closed(sock)
+    assert peer_closed(sock)
     _still_serves(broker)
 
 
 def test_api_versions_too_new_gets_kip511_fallback(broker: BrokerProcess) -> None:
-    sock = _connect(broker)
+    sock = raw_socket(broker)
     payload = struct.pack(">hhi", 18, 99, 42) + b"\x00\x00"
     sock.sendall(struct.pack(">i", len(payload)) + payload)
     (size,) = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))

@@ -3,10 +3,9 @@ other version or a malformed body closes the connection with a log line while th
 
 from __future__ import annotations
 
-import socket
 import struct
 
-from brokers import BrokerProcess, wait_for
+from brokers import BrokerProcess, peer_closed, raw_socket, wait_for
 from odradek.admin import metadata
 from odradek.client import KafkaConnection
 from odradek.controller.requests import (
@@ -27,18 +26,6 @@ from odradek.protocol.wire import request_header
 # From a controller of epoch 0: older than the epoch-1 controller every fresh cluster (of one, here) elects first.
 LAIR = LeaderAndIsrRequest(0, 0, -1, [LeaderAndIsrPartitionState("t", 0, 0, 0, 1, [0], 0, [0])],
                            [LeaderAndIsrLiveLeader(0, "127.0.0.1", 9092)])
-
-
-def _connect(broker: BrokerProcess) -> socket.socket:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=10)
-
-
-def _closed(sock: socket.socket) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def test_controller_apis_are_advertised_and_answered_at_the_served_versions(broker: BrokerProcess) -> None:
@@ -66,9 +53,9 @@ def test_other_versions_and_malformed_bodies_close_the_connection(broker: Broker
     old_version = request_header(LEADER_AND_ISR, 0, 1, None, flexible=False) + body
     truncated = request_header(LEADER_AND_ISR, 4, 1, None, flexible=True) + body[:-1]
     for bad in (old_version, truncated):
-        sock = _connect(broker)
+        sock = raw_socket(broker)
         sock.sendall(struct.pack(">i", len(bad)) + bad)
-        assert _closed(sock)
+        assert peer_closed(sock)
         sock.close()
     wait_for(lambda: "unsupported version 0 of API 4 (supported 4-4)" in broker.log_text(), what="version log line")
     wait_for(lambda: "malformed controller request (API 4 v4)" in broker.log_text(), what="malformed log line")

@@ -563,7 +563,6 @@ def _lair_partition_checked(buf: bytes, pos: int, topic: str) -> tuple[LeaderAnd
     return state, skip_tagged_fields(buf, pos + 1)
 
 
-
 def _decode_leader_and_isr(buf: bytes) -> tuple[LeaderAndIsrRequest, int]:
     controller_id, controller_epoch, broker_epoch = _EPOCHS.unpack_from(buf, 0)
     pos = _EPOCHS.size
