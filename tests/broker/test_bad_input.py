@@ -58,6 +58,20 @@ def test_garbage_body_closes_connection(broker: BrokerProcess) -> None:
     _still_serves(broker)
 
 
+def test_a_length_the_frame_cannot_hold_closes_the_connection_and_the_broker_lives(broker: BrokerProcess) -> None:
+    """kio's native reader allocates an array's declared capacity first: without the length check ahead of it, a
+    frame claiming two billion topics aborted the broker process."""
+    for version, claim in ((1, struct.pack(">i", 0x7FFFFFFF)), (12, b"\xff\xff\xff\xff\x0f")):
+        sock = raw_socket(broker)
+        header = struct.pack(">hhih", 3, version, 5, -1) + (b"\x00" if version >= 9 else b"")
+        payload = header + claim  # Metadata: "this many topics follow", and nothing follows
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        assert peer_closed(sock)
+    assert broker.proc is not None and broker.proc.poll() is None, "the broker died"
+    wait_for(lambda: "array of 2147483647 elements" in broker.log_text(), what="the refusal's log line")
+    _still_serves(broker)
+
+
 def test_api_versions_too_new_gets_kip511_fallback(broker: BrokerProcess) -> None:
     sock = raw_socket(broker)
     payload = struct.pack(">hhi", 18, 99, 42) + b"\x00\x00"

@@ -25,6 +25,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from odradek.protocol.bounds import check_lengths
 from odradek.protocol.wire import Buffer
 
 __all__ = ["EntitySchemas", "decode_entity", "default_of", "empty_entity", "encode_entity", "entity_schemas",
@@ -56,6 +57,9 @@ def encode_entity(entity: Any) -> memoryview:
 
 
 def decode_entity(cls: type[Any], frame: Buffer, offset: int) -> Any:
+    """Decode a response; its lengths are checked first, as a request's are (a broken or hostile peer must not be
+    able to make kio allocate what it claims). Raises :class:`~odradek.protocol.bounds.LengthError`."""
+    check_lengths(cls, frame, offset)
     entity, _size = entity_reader(cls)(frame, offset)
     return entity
 

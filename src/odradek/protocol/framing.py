@@ -16,6 +16,8 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.serial import entity_reader
 
+from odradek.protocol.bounds import LengthError, check_lengths
+
 KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
 
@@ -32,7 +34,12 @@ def peek_key_version(frame: bytes | memoryview) -> tuple[int, int, int]:
 
 
 def decode_body(frame: bytes | memoryview, schema: type[Any], offset: int) -> Any:
-    """Decode the request body; trailing bytes are tolerated, as Kafka's parser does for forward compatibility."""
+    """Decode the request body; trailing bytes are tolerated, as Kafka's parser does for forward compatibility.
+    Every length is checked first (:mod:`odradek.protocol.bounds`): kio would allocate what a hostile one claims."""
+    try:
+        check_lengths(schema, frame, offset)
+    except LengthError as exc:
+        raise FrameError(f"malformed {schema.__name__} body: {exc}") from exc
     try:
         body, _size = entity_reader(schema)(frame, offset)
     except Exception as exc:
