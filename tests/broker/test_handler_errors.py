@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import io
 import logging
 import types
@@ -105,6 +106,6 @@ def test_a_null_the_schema_forbids_is_a_malformed_request(broker: tuple[asyncio.
 
     conn = _connection(b, 20, iterate)  # DeleteTopics v1: topic_names is an array that may not be null
     schema = load_request_schema(20, 1)
-    request = schema(topic_names=None, timeout=__import__("datetime").timedelta(seconds=1))  # type: ignore[arg-type]
+    request = schema(topic_names=None, timeout=datetime.timedelta(seconds=1))  # type: ignore[arg-type]
     with pytest.raises(FrameError, match="malformed: topic_names is null"):
         loop.run_until_complete(conn.dispatch(_frame(20, 1, request)))

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from brokers import BrokerProcess
@@ -92,7 +92,7 @@ def test_a_single_broker_directory_is_migrated_with_records_offsets_and_configs(
     committer.commit(offsets=[TopicPartition(TOPIC, 0, 17), TopicPartition(TOPIC, 1, 23)], asynchronous=False)
     committer.close()
     before = _records(broker.bootstrap)
-    topic_id = admin.describe_topics(__import__("confluent_kafka").TopicCollection([TOPIC]))[TOPIC].result(30).topic_id
+    topic_id = admin.describe_topics(TopicCollection([TOPIC]))[TOPIC].result(30).topic_id
     assert broker.stop() == 0
     _lay_out_as_single_broker_mode(data_dir)
 
@@ -102,7 +102,7 @@ def test_a_single_broker_directory_is_migrated_with_records_offsets_and_configs(
     assert _records(broker.bootstrap) == before
     assert _committed(broker.bootstrap) == [(0, 17), (1, 23)]
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    described = admin.describe_topics(__import__("confluent_kafka").TopicCollection([TOPIC]))[TOPIC].result(30)
+    described = admin.describe_topics(TopicCollection([TOPIC]))[TOPIC].result(30)
     assert str(described.topic_id) == str(topic_id)
     resource = ConfigResource("topic", TOPIC)
     configs = admin.describe_configs([resource])[resource].result(30)

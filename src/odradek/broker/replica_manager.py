@@ -71,9 +71,6 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.kafka_storage_error, "the broker's logs are not loaded yet")
         return self.logs
 
-    def __iter__(self) -> Iterator[Partition]:
-        return iter(self.partitions.values())
-
     def get(self, key: TopicPartition) -> Partition | None:
         return self.partitions.get(key)
 

@@ -107,7 +107,7 @@ class Broker:
                                      config.properties(), gate=self.faults.resumed)
         self.topics = TopicAdmin(self.membership, self.metadata, config)
         self.services = Services(
-            broker_id=self.broker_id, config=config, clock=self.clock, metadata=self.metadata,
+            broker_id=self.broker_id, config=config, metadata=self.metadata,
             replicas=self.replicas, topics=self.topics, groups=self.groups,
             producer_ids=ProducerIdManager(ProducerIdBlocks(self.membership).allocate),
             controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),

@@ -19,7 +19,6 @@ from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
-from odradek.clock import Clock
 from odradek.controller import Controller
 
 
@@ -27,7 +26,6 @@ from odradek.controller import Controller
 class Services:
     broker_id: int
     config: BrokerConfig
-    clock: Clock
     metadata: MetadataCache
     replicas: ReplicaManager
     topics: TopicAdmin

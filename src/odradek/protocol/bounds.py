@@ -20,6 +20,8 @@ from typing import Any
 
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 
+from odradek.protocol.wire import WireFormatError, read_uvarint
+
 __all__ = ["LengthError", "check_lengths"]
 
 _I16 = struct.Struct(">h")
@@ -31,21 +33,18 @@ Step = Callable[[bytes | bytearray | memoryview, int, int], int]
 """Validate one field starting at ``pos`` (the body ends at ``end``) and return where the next field starts."""
 
 
-class LengthError(ValueError):
+class LengthError(WireFormatError):
     """A length in the request body that the bytes after it cannot hold."""
 
 
 def _uvarint(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    for shift in range(0, 35, 7):
-        if pos >= end:
-            raise LengthError("a varint runs past the end of the request")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-    raise LengthError("a varint longer than five bytes")
+    try:
+        value, after = read_uvarint(buf, pos)
+    except WireFormatError as exc:
+        raise LengthError(str(exc)) from None
+    if after > end:
+        raise LengthError("a varint runs past the end of its field")
+    return value, after
 
 
 def _need(pos: int, size: int, end: int, what: str) -> int:

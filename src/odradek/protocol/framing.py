@@ -16,7 +16,8 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.serial import entity_reader
 
-from odradek.protocol.bounds import LengthError, check_lengths
+from odradek.protocol.bounds import check_lengths
+from odradek.protocol.wire import WireFormatError
 
 KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
@@ -38,7 +39,7 @@ def decode_body(frame: bytes | memoryview, schema: type[Any], offset: int) -> An
     Every length is checked first (:mod:`odradek.protocol.bounds`): kio would allocate what a hostile one claims."""
     try:
         check_lengths(schema, frame, offset)
-    except LengthError as exc:
+    except WireFormatError as exc:
         raise FrameError(f"malformed {schema.__name__} body: {exc}") from exc
     try:
         body, _size = entity_reader(schema)(frame, offset)
