@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.metadata import MetadataCache
 from odradek.broker.server import Broker
 from odradek.clock import Clock, SystemClock
 from odradek.coordination.durable import DurableEmbeddedBackend
 from odradek.migration import migrate
 
 log = logging.getLogger(__name__)
+
+READY_WAIT_S = 30.0
 
 
 class LocalCluster:
@@ -80,6 +84,11 @@ class LocalCluster:
         await migrate(self.data_dir, self.backend, self.broker_ids[0])
         for broker_id in self.broker_ids:
             await self.start_broker(broker_id)
+        # Ready means a client can use it: every broker has heard from the controller (its first UpdateMetadata
+        # carries every partition), so a client that connects at once does not see its topics as unknown.
+        for broker in self.brokers.values():
+            cache = broker.metadata
+            await cache.wait_until(functools.partial(_has_controller, cache), READY_WAIT_S)
 
     async def start_broker(self, broker_id: int) -> Broker:
         old = self.brokers.get(broker_id)
@@ -162,3 +171,7 @@ class LocalCluster:
             if broker.running and broker.controller.is_active
         ]
         return max(active)[1] if active else None
+
+
+def _has_controller(cache: MetadataCache) -> bool:
+    return cache.controller_id >= 0
