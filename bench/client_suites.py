@@ -1,0 +1,144 @@
+"""Run the Kafka clients' own integration suites against a fresh odradek and print their pass counts.
+
+A measuring tool, not part of CI: the suites are not ours to copy into the repository. Prepare each suite as
+``../shared/notes/client-suites.md`` describes (a source tree of the tagged release and a venv with the suite's
+dependencies), then::
+
+    python bench/client_suites.py --kafka-python /tmp/suites/kp --kafka-python-venv /tmp/suites/venv-kp \\
+        --confluent /tmp/suites/ckp --confluent-venv /tmp/suites/venv-ckp
+
+Each suite gets its own broker (``odradek up --port 0``) on a fresh data directory, so one suite's topics and
+groups never change another's results. The summary line of each pytest run is parsed into counts; the failing
+test ids are printed under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ODRADEK = [sys.executable, "-m", "odradek"]
+READY_TIMEOUT_S = 60.0
+
+KAFKA_PYTHON_ARGS = [
+    "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "--timeout=60", "-rfE", "test/integration",
+    "--deselect", "test/integration/test_ssl_integration.py",
+]
+CONFLUENT_ARGS = [
+    "-m", "pytest", "-p", "no:cacheprovider", "--timeout=120", "-rfEs", "tests/integration",
+    "--ignore=tests/integration/schema_registry", "--ignore=tests/integration/serialization",
+    "--ignore=tests/integration/share_consumer", "--ignore=tests/integration/share_consumer_oauth",
+    "--ignore=tests/integration/share_consumer_sasl", "--ignore=tests/integration/integration_test.py",
+    "--deselect", "tests/integration/admin/test_describe_operations.py",
+]
+COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected|xfailed|xpassed)")
+
+
+@dataclass
+class SuiteResult:
+    name: str
+    counts: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def start_broker(data_dir: Path, overrides: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``odradek up`` on a free port and return it with its bootstrap address (from the ready file)."""
+    ready = data_dir.parent / f"{data_dir.name}.ready"
+    ready.unlink(missing_ok=True)
+    cmd = [*ODRADEK, "up", "--port", "0", "--data-dir", str(data_dir), "--ready-file", str(ready)]
+    for item in overrides:
+        cmd += ["--override", item]
+    log_file = (data_dir.parent / f"{data_dir.name}.log").open("wb")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if ready.exists() and ready.read_text().strip():
+            return proc, ready.read_text().split("=", 1)[1].split(",")[0].strip()
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}; see {log_file.name}")
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("broker did not become ready")
+
+
+def stop_broker(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_suite(name: str, tree: Path, venv: Path, args: list[str], env: dict[str, str], work: Path,
+              overrides: list[str]) -> SuiteResult:
+    data_dir = work / f"data-{name}"
+    proc, bootstrap = start_broker(data_dir, overrides)
+    result = SuiteResult(name)
+    started = time.monotonic()
+    try:
+        full_env = {**os.environ, **{k: v.replace("{bootstrap}", bootstrap) for k, v in env.items()}}
+        full_env.pop("PYTHONPATH", None)
+        out = subprocess.run([str(venv / "bin" / "python"), *args], cwd=tree, env=full_env,
+                             capture_output=True, text=True, check=False)
+    finally:
+        stop_broker(proc)
+    result.seconds = time.monotonic() - started
+    (work / f"pytest-{name}.log").write_text(out.stdout + out.stderr)
+    summary = [line for line in out.stdout.splitlines() if line.startswith("=") and " in " in line]
+    if summary:
+        for number, kind in COUNT.findall(summary[-1]):
+            result.counts[kind.rstrip("s") if kind.startswith("error") else kind] = int(number)
+    result.failures = [line.split(" ", 1)[1] for line in out.stdout.splitlines()
+                       if line.startswith(("FAILED ", "ERROR "))]
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kafka-python", type=Path, help="kafka-python source tree (git tag 3.0.11)")
+    parser.add_argument("--kafka-python-venv", type=Path)
+    parser.add_argument("--confluent", type=Path, help="confluent-kafka-python source tree (git tag v2.15.0)")
+    parser.add_argument("--confluent-venv", type=Path)
+    parser.add_argument("--override", action="append", default=[], help="broker config key=value")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="odradek-suites-"))
+    results: list[SuiteResult] = []
+    if args.kafka_python:
+        kroot = work / "kafka-root"
+        kroot.mkdir()
+        env = {"KAFKA_ROOT": str(kroot), "KAFKA_VERSION": "3.8.0", "KAFKA_URI": "kafka://{bootstrap}"}
+        results.append(run_suite("kafka-python", args.kafka_python, args.kafka_python_venv, KAFKA_PYTHON_ARGS,
+                                 env, work, ["num.partitions=1", *args.override]))
+    if args.confluent:
+        results.append(run_suite("confluent-kafka-python", args.confluent, args.confluent_venv, CONFLUENT_ARGS,
+                                 {"BROKERS": "{bootstrap}"}, work, args.override))
+    for r in results:
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(r.counts.items()))
+        print(f"{r.name}: {counts} ({r.seconds:.0f} s)")
+        for failure in r.failures:
+            print(f"  {failure}")
+    print(f"logs: {work}")
+    if not args.keep:
+        for child in work.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
