@@ -43,7 +43,15 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 
 def _source(entry: Any) -> str:
+    """The config source's Kafka name (synonyms carry it as a bare number, entries as an enum)."""
+    from confluent_kafka.admin import ConfigSource
+
     source = getattr(entry, "source", None)
+    if isinstance(source, int):
+        try:
+            source = ConfigSource(source)
+        except ValueError:
+            return str(source)
     return str(getattr(source, "name", source))
 
 

@@ -7,6 +7,7 @@ stdout is a pipe. Progress bars go to stderr, so stdout keeps only what Kafka's 
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -21,17 +22,19 @@ MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    """Columns as Kafka's tools align them: a header line, then one line per row, no borders."""
+    """Columns as Kafka's tools align them: a header line, then one line per row, no borders, no trailing blanks."""
     cells = [[MISSING if c is None else str(c) for c in row] for row in rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    console = Console(file=sys.stdout, width=sum(widths) + 2 * len(widths) + 1,
-                      highlight=False, soft_wrap=False)
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold", padding=(0, 1))
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=sum(widths) + 2 * len(widths) + 1, color_system=None, highlight=False)
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style=None, padding=(0, 1))
     for h in headers:
         table.add_column(h, no_wrap=True, overflow="ignore")
     for row in cells:
         table.add_row(*(Text(c) for c in row))
     console.print(table)
+    for line in buffer.getvalue().splitlines():
+        click.echo(line.rstrip())
 
 
 def stderr_console() -> Console:
