@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["CAPACITY", "Transition", "TransitionLog"]
 
-CAPACITY = 500
+CAPACITY = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +54,12 @@ class TransitionLog:
     def __len__(self) -> int:
         return len(self._ring)
 
-    def recent(self, limit: int | None = None) -> list[Transition]:
-        """Oldest first; the last ``limit`` only when given."""
+    def recent(self, limit: int | None = None, internal: bool = True) -> list[Transition]:
+        """Oldest first; the last ``limit`` only when given; without ``internal``, none of the internal topics'
+        (``__consumer_offsets`` has 50 partitions of 3 replicas: a broker's death would push everything else out)."""
         entries = list(self._ring)
+        if not internal:
+            entries = [e for e in entries if not str(getattr(e[4], "topic", "")).startswith("__")]
         if limit is not None:
             entries = entries[-limit:]
         return [

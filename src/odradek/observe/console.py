@@ -47,14 +47,15 @@ class ConsoleParts(Protocol):
     controller: Controller
 
 
-def local_view(broker: ConsoleParts) -> dict[str, Any]:
-    """What only this broker knows: its groups, its leaders' high watermarks, its controller's doings."""
+def local_view(broker: ConsoleParts, internal: bool = False) -> dict[str, Any]:
+    """What only this broker knows: its groups, its leaders' high watermarks, its controller's doings (those on
+    internal topics only with ``internal``)."""
     controller = broker.controller
     return {
         "broker": broker.broker_id,
         "controller_active": controller.is_active,
         "controller_epoch": controller.epoch,
-        "transitions": [t.to_json() for t in controller.transitions.recent(TRANSITIONS_SHOWN)],
+        "transitions": [t.to_json() for t in controller.transitions.recent(TRANSITIONS_SHOWN, internal)],
         "reassignments": reassignments_json(controller),
         "groups": groups_json(broker.groups, broker.broker_id),
         "high_watermarks": leader_high_watermarks(broker.replicas),
@@ -92,10 +93,10 @@ async def _controller_epoch(broker: ConsoleParts) -> int | None:
     return zn.decode_controller_epoch(data)
 
 
-async def cluster_view(broker: ConsoleParts, fetch: PeerFetch = fetch_json) -> dict[str, Any]:
+async def cluster_view(broker: ConsoleParts, internal: bool = False, fetch: PeerFetch = fetch_json) -> dict[str, Any]:
     metadata = broker.metadata
     errors: list[str] = []
-    locals_: dict[int, dict[str, Any]] = {broker.broker_id: local_view(broker)}
+    locals_: dict[int, dict[str, Any]] = {broker.broker_id: local_view(broker, internal)}
     consoles: dict[int, str] = {}
     if broker.metrics_port is not None:
         consoles[broker.broker_id] = f"http://{broker.host}:{broker.metrics_port}/"
@@ -105,7 +106,7 @@ async def cluster_view(broker: ConsoleParts, fetch: PeerFetch = fetch_json) -> d
         if port < 0:
             raise ConnectionError("serves no console (started without --metrics-port)")
         consoles[broker_id] = f"http://{host}:{port}/"
-        locals_[broker_id] = await fetch(host, port, "/api/local")
+        locals_[broker_id] = await fetch(host, port, "/api/local?internal=1" if internal else "/api/local")
 
     peers = [b for b in metadata.brokers.values() if b.broker_id != broker.broker_id]
     outcomes = await asyncio.gather(

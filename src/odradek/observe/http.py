@@ -93,7 +93,8 @@ class ObserveServer:
         method, target, _version = parts
         if method not in ("GET", "HEAD"):
             return 405, "text/plain", b"only GET\n", False
-        path = target.split("?", 1)[0]
+        path, _, query = target.partition("?")
+        internal = "internal=1" in query.split("&")
         head_only = method == "HEAD"
         try:
             if path == "/metrics":
@@ -101,9 +102,9 @@ class ObserveServer:
             if path in ("/", "/index.html"):
                 return 200, "text/html; charset=utf-8", _page(), head_only
             if path == "/api/local":
-                return 200, "application/json", _json(local_view(self._broker)), head_only
+                return 200, "application/json", _json(local_view(self._broker, internal)), head_only
             if path == "/api/cluster":
-                return 200, "application/json", _json(await cluster_view(self._broker)), head_only
+                return 200, "application/json", _json(await cluster_view(self._broker, internal)), head_only
         except Exception:
             log.exception("broker %d: serving %s failed", self._broker.broker_id, path)
             return 500, "text/plain", b"internal error\n", head_only
