@@ -100,20 +100,21 @@ def produce(
                             f"{len(message.key() or b'')} bytes, value: {len(message.value() or b'')} bytes "
                             f"with error: {error.str()}")
 
-    stdin = sys.stdin
-    for number, raw in enumerate(stdin, 1):
-        line = raw.rstrip("\n").rstrip("\r")
-        key, value = split_line(line, number, parse_key, separator)
-        while True:
-            try:
-                producer.produce(topic, value, key, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.1)  # the local queue is full: let deliveries drain it
-        producer.poll(0)
-        if sync:
-            producer.flush(30)
-    remaining = producer.flush(30)
+    try:
+        for number, raw in enumerate(sys.stdin, 1):
+            line = raw.rstrip("\n").rstrip("\r")
+            key, value = split_line(line, number, parse_key, separator)
+            while True:
+                try:
+                    producer.produce(topic, value, key, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.1)  # the local queue is full: let deliveries drain it
+            producer.poll(0)
+            if sync:
+                producer.flush(30)
+    finally:
+        remaining = producer.flush(30)  # what was read before a bad line is still sent
     for line in failures:
         click.echo(line, err=True)
     if failures or remaining:

@@ -85,15 +85,17 @@ def perf() -> None:
 @click.option("--num-records", required=True, type=int)
 @click.option("--record-size", required=True, type=int, help="bytes per record")
 @click.option("--throughput", required=True, type=float, help="records/sec at most; -1 for no limit")
-@click.option("--producer-props", multiple=True, help="producer config name=value (repeatable)")
+@click.option("--producer-props", multiple=True, help="producer configs name=value ... (as many as follow)")
+@click.argument("more_props", nargs=-1, metavar="")
 def produce_perf(
     bootstrap: str | None, topic: str, num_records: int, record_size: int, throughput: float,
-    producer_props: tuple[str, ...],
+    producer_props: tuple[str, ...], more_props: tuple[str, ...],
 ) -> None:
     """Send --num-records records of --record-size bytes and report rates and latencies."""
     from confluent_kafka import Producer
 
-    config = kafka_config(bootstrap or "", producer_props)
+    # Kafka's --producer-props takes every name=value after it; click gives the first to the option, the rest here.
+    config = kafka_config(bootstrap or "", producer_props + more_props)
     if not config.get("bootstrap.servers"):
         raise click.UsageError("give --bootstrap-server or --producer-props bootstrap.servers=HOST:PORT")
     config.setdefault("linger.ms", 5)
