@@ -92,7 +92,7 @@ def test_dump_log_reports_a_bad_crc_and_trailing_bytes() -> None:
     bad = bytearray(encode_batch([(None, b"payload", [])], base_offset=1, timestamp_ms=6, compression=CODEC_GZIP))
     bad[-1] ^= 0xFF
     lines = list(dump_log(bytes(good + bad) + b"\x00\x01\x02", 0, deep=False, print_data=False, name="x.log"))
-    assert lines[1].endswith("compresscodec: none crc: %d isvalid: true" % int.from_bytes(good[17:21], "big"))
+    assert lines[1].endswith(f"compresscodec: none crc: {int.from_bytes(good[17:21], 'big')} isvalid: true")
     assert lines[2].endswith("isvalid: false") and "compresscodec: gzip" in lines[2]
     assert lines[3] == "Found 3 invalid bytes at the end of x.log"
 
