@@ -46,8 +46,17 @@ def progress(transient: bool = True) -> Progress:
     console = stderr_console()
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=transient, disable=not console.is_terminal,
+        console=console, transient=transient, disable=not console.is_terminal, redirect_stdout=False,
+        redirect_stderr=False,
     )
+
+
+def echo_beside(bar: Progress, line: str) -> None:
+    """A stdout line while ``bar`` may be drawn: above the bar when both share the terminal, else plainly."""
+    if bar.live.is_started and sys.stdout.isatty():
+        bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        click.echo(line)
 
 
 def kafka_config(bootstrap: str, properties: Sequence[str] = ()) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import kafka_config, progress
+from odradek.cli_output import echo_beside, kafka_config, progress
 
 MB = 1024 * 1024
 REPORT_EVERY_S = 5.0
@@ -106,6 +106,8 @@ def produce_perf(
     stats = LatencyStats(start=now, window_start=now)
     failures = 0
 
+    bar = progress(transient=True)
+
     def on_delivery(sent_at: float) -> Any:
         def callback(error: Any, _message: Any) -> None:
             nonlocal failures
@@ -115,11 +117,11 @@ def produce_perf(
             done = time.monotonic()
             line = stats.record((done - sent_at) * 1000, record_size, done)
             if line:
-                click.echo(line)
+                echo_beside(bar, line)
 
         return callback
 
-    with progress(transient=True) as bar:
+    with bar:
         task = bar.add_task(f"producing to {topic}", total=num_records)
         for i in range(num_records):
             if throughput > 0:
