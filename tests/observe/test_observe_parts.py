@@ -9,6 +9,7 @@ import socket
 import struct
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,3 +132,15 @@ def test_odradek_up_prints_each_brokers_metrics_endpoint_on_its_ready_line(tmp_p
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+def test_a_paused_broker_answers_no_scrape_until_resumed(one_broker: ThreadedCluster) -> None:
+    port = one_broker.run(lambda: one_broker.cluster.brokers[0].metrics_port)
+    one_broker.pause(0)
+    try:
+        with pytest.raises((TimeoutError, urllib.error.URLError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=0.5)
+    finally:
+        one_broker.resume(0)
+    assert (b"kafka_server_replicamanager_partitioncount" in
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read())

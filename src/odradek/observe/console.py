@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from odradek.broker.faults import FaultState
 from odradek.broker.group import GroupCoordinator
 from odradek.broker.link.membership import Membership
 from odradek.broker.metadata import MetadataCache
@@ -38,6 +39,7 @@ PeerFetch = Callable[[str, int, str], Awaitable[Any]]
 
 class ConsoleParts(Protocol):
     broker_id: int
+    faults: FaultState
     host: str
     metrics_port: int | None
     metadata: MetadataCache

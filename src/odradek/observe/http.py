@@ -66,6 +66,8 @@ class ObserveServer:
         if task is not None:
             self._handlers.add(task)
         try:
+            # a paused broker (fault injection standing in for SIGSTOP) answers nothing, scrapes included
+            await self._broker.faults.resumed.wait()
             status, ctype, body, head_only = await self._answer(reader)
             headers = (f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\nContent-Type: {ctype}\r\n"
                        f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n")
