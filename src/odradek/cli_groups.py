@@ -258,7 +258,7 @@ def _describe_groups(admin: Any, names: list[str]) -> None:
     missing = False
     for group in names:
         state, rows = describe_rows(admin, group)
-        if state == "Dead" or (state in ("Empty", "Unknown") and not rows):
+        if state == "Dead" or (state == "Unknown" and not rows):
             _error(f"Consumer group '{group}' does not exist.")
             missing = True
             continue
@@ -266,8 +266,9 @@ def _describe_groups(admin: Any, names: list[str]) -> None:
             click.echo(f"\nConsumer group '{group}' has no active members.", err=True)
         elif state in ("PreparingRebalance", "CompletingRebalance"):
             click.echo(f"\nWarning: Consumer group '{group}' is rebalancing.", err=True)
-        click.echo("")
-        print_table(headers, rows)
+        if rows:  # as Kafka's tool: an empty group with nothing committed prints no table
+            click.echo("")
+            print_table(headers, rows)
     if missing:
         sys.exit(1)
 
