@@ -154,7 +154,7 @@ class Broker:
         self.metadata.set_broker(BrokerEndpoint(self.broker_id, self.config.host, self.port, self.config.rack))
         http_port = -1
         if self.metrics_port is not None:
-            self.http = ObserveServer(self, make_registry(self, self.services.apis, asyncio.get_running_loop()))
+            self.http = ObserveServer(self, make_registry(self, self.services.apis))
             http_port = self.metrics_port = await self.http.start(self.config.host, self.metrics_port)
         self.metadata.cluster_id = await self.membership.connect()
         overrides = await zn.read_all_topic_configs(self.membership.current())
