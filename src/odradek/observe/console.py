@@ -23,8 +23,9 @@ from odradek.broker.link.membership import Membership
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.controller import Controller
-from odradek.coordination import NoNodeError
+from odradek.coordination import CoordinationError, NoNodeError
 from odradek.coordination import znodes as zn
+from odradek.errors import KafkaError
 from odradek.observe.view import groups_json, leader_high_watermarks, metadata_topics, reassignments_json
 
 __all__ = ["PEER_TIMEOUT_S", "ConsoleParts", "cluster_view", "fetch_json", "local_view"]
@@ -90,7 +91,9 @@ async def _peer_http_port(broker: ConsoleParts, broker_id: int) -> int:
 async def _controller_epoch(broker: ConsoleParts) -> int | None:
     try:
         data, _stat = await broker.membership.current().get(zn.CONTROLLER_EPOCH)
-    except (NoNodeError, Exception):  # no session (paused, restarting) or no controller yet
+    except NoNodeError:  # no controller elected yet
+        return None
+    except (KafkaError, CoordinationError):  # no session (restarting, re-registering after an expiry), or lost
         return None
     return zn.decode_controller_epoch(data)
 

@@ -27,6 +27,8 @@ __all__ = [
     "group_offsets",
     "groups_json",
     "leader_high_watermarks",
+    "local_high_watermark",
+    "metadata_topics",
     "reassignments_json",
 ]
 
@@ -38,7 +40,6 @@ class BrokerGauges:
     under_replicated: int
     under_min_isr: int
     at_min_isr: int
-    offline_replicas: int
 
 
 def broker_gauges(replicas: ReplicaManager) -> BrokerGauges:
@@ -55,7 +56,7 @@ def broker_gauges(replicas: ReplicaManager) -> BrokerGauges:
             under_min += 1
         elif isr == part.min_isr:
             at_min += 1
-    return BrokerGauges(len(replicas.partitions), leaders, under, under_min, at_min, 0)
+    return BrokerGauges(len(replicas.partitions), leaders, under, under_min, at_min)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,13 +190,11 @@ def reassignments_json(controller: Controller) -> list[dict[str, Any]]:
     return out
 
 
-def metadata_topics(metadata: MetadataCache, include_internal: bool = True) -> list[dict[str, Any]]:
+def metadata_topics(metadata: MetadataCache) -> list[dict[str, Any]]:
     """Every topic's partitions as this broker's metadata cache has them (what the controller last sent)."""
     out = []
     for name in sorted(metadata.topics):
         meta = metadata.topics[name]
-        if meta.internal and not include_internal:
-            continue
         parts = []
         for index in sorted(meta.partitions):
             p = meta.partitions[index]
