@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-DEB_PACKAGES := kafkacat zookeeper default-jre-headless
+DEB_PACKAGES := kafkacat zookeeper default-jre-headless chromium chromium-driver
 ARGS ?=
 PYTEST_ARGS ?=
 
@@ -14,6 +14,8 @@ sysdeps:
 	command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || missing="$$missing kafkacat"; \
 	[ -e /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = "0" ]; then \
 	    echo "installing Debian packages:$$missing"; \

@@ -25,7 +25,20 @@ def _parse_overrides(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _version() -> str:
+    """The installed distribution's version (a built wheel's), else the source tree's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from odradek import __version__
+
+    try:
+        return version("odradek")
+    except PackageNotFoundError:
+        return __version__
+
+
 @click.group()
+@click.version_option(version=_version(), message="%(version)s", prog_name="odradek")
 def main() -> None:
     """odradek: a Kafka-compatible commit-log cluster."""
 
@@ -41,9 +54,11 @@ def main() -> None:
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--brokers", default=1, show_default=True, type=int, help="brokers in this process (a cluster when > 1)")
 @click.option("--racks", default=None, help="comma-separated racks, one per broker (or one for all)")
+@click.option("--metrics-port", default=None, type=int,
+              help="serve /metrics and the web console here (consecutive ports per broker; 0 picks free ones)")
 def up(
     data_dir: Path, host: str, port: int, broker_id: int, rack: str | None, ready_file: Path | None,
-    overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None,
+    overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None, metrics_port: int | None,
 ) -> None:
     """Start a cluster on the embedded store (one broker unless --brokers N); print ``bootstrap.servers=...``.
 
@@ -67,6 +82,8 @@ def up(
         cluster = LocalCluster(
             brokers, data_dir, racks=rack_list, overrides=settings, host=host,
             ports=[port + i if port else 0 for i in range(brokers)], first_broker_id=broker_id,
+            metrics_ports=None if metrics_port is None else [metrics_port + i if metrics_port else 0
+                                                             for i in range(brokers)],
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -86,9 +103,10 @@ def up(
 @click.option("--ready-file", default=None, type=click.Path(path_type=Path))
 @click.option("--override", "overrides", multiple=True, help="broker config as key=value (Kafka names)")
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option("--metrics-port", default=None, type=int, help="serve /metrics and the web console here (0: any)")
 def broker(
     broker_id: int, zookeeper: str, data_dir: Path, host: str, port: int, rack: str | None,
-    ready_file: Path | None, overrides: tuple[str, ...], log_level: str,
+    ready_file: Path | None, overrides: tuple[str, ...], log_level: str, metrics_port: int | None,
 ) -> None:
     """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft)."""
     from odradek.migration import MigrationRefused
@@ -105,7 +123,7 @@ def broker(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        asyncio.run(run_zookeeper_broker(config, ready_file, zookeeper))
+        asyncio.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port))
     except MigrationRefused as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -171,11 +189,24 @@ def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> No
 
 
 def _mount_subcommands() -> None:
+    """One import and one line per subcommand module, so branches adding commands merge without conflicts."""
     from odradek.cli_assign import assign
-    from odradek.cli_cluster import register
+    from odradek.cli_cluster import elect, reassign
+    from odradek.cli_configs import configs
+    from odradek.cli_console import consume, produce
+    from odradek.cli_dump_log import dump_log_command
+    from odradek.cli_groups import groups
+    from odradek.cli_perf import perf
 
     main.add_command(assign)
-    register(main)
+    main.add_command(reassign)
+    main.add_command(elect)
+    main.add_command(groups)
+    main.add_command(configs)
+    main.add_command(produce)
+    main.add_command(consume)
+    main.add_command(dump_log_command)
+    main.add_command(perf)
 
 
 _mount_subcommands()

@@ -184,9 +184,12 @@ def _names(tps: Iterable[TP]) -> str:
 @click.option("--reassignment-json-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--broker-list", default=None, help="with --generate: comma-separated target broker ids")
 @click.option("--disable-rack-aware", is_flag=True, help="with --generate: ignore racks")
+@click.option("--watch", is_flag=True, help="with --verify: poll until every reassignment is done, with a progress bar")
+@click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float,
+              help="with --verify --watch: give up after this many seconds")
 def reassign(
     bootstrap: str, action: str | None, topics_to_move_json_file: Path | None, reassignment_json_file: Path | None,
-    broker_list: str | None, disable_rack_aware: bool,
+    broker_list: str | None, disable_rack_aware: bool, watch: bool, timeout_s: float,
 ) -> None:
     """Move partition replicas between brokers, as kafka-reassign-partitions.sh does."""
     if action is None:
@@ -233,7 +236,10 @@ def reassign(
                 raise click.ClickException("some reassignments could not be started")
             click.echo(f"Successfully started partition reassignments for {_names(targets)}")
             return
+        if watch:
+            _watch(conn, targets, timeout_s)
         ongoing = list_reassignments(conn)
+        current = partition_assignment(conn, sorted({t for t, _p in targets}))
         click.echo("Status of partition reassignment:")
         unfinished = False
         for tp, replicas in sorted(targets.items()):
@@ -249,6 +255,24 @@ def reassign(
                            f"{current[tp]} rather than {replicas}.")
         if unfinished:
             sys.exit(1)
+
+
+def _watch(conn: KafkaConnection, targets: Mapping[TP, list[int]], timeout_s: float) -> None:
+    """Poll until every target partition has its new replicas and no reassignment runs, showing a progress bar."""
+    from odradek.cli_output import progress
+
+    topics = sorted({t for t, _p in targets})
+    deadline = time.monotonic() + timeout_s
+    with progress(transient=False) as bar:
+        task = bar.add_task("reassigning partitions", total=len(targets))
+        while True:
+            ongoing = list_reassignments(conn)
+            current = partition_assignment(conn, topics)
+            done = sum(1 for tp, r in targets.items() if tp not in ongoing and current.get(tp) == r)
+            bar.update(task, completed=done)
+            if done == len(targets) or time.monotonic() > deadline:
+                return
+            time.sleep(0.5)  # the controller has no push channel for this: poll as Kafka's tool users do
 
 
 @click.command()
@@ -302,9 +326,3 @@ def elect(
             click.echo(f"Error completing leader election ({name}) for partition: {t}-{p}: "
                        f"{error.name.upper()}{': ' + message if message else ''}")
         raise click.ClickException(f"{len(failed)} replica(s) could not be elected")
-
-
-def register(main: click.Group) -> None:
-    """Mount ``reassign`` and ``elect`` on the ``odradek`` command group."""
-    main.add_command(reassign)
-    main.add_command(elect)

@@ -41,8 +41,10 @@ class LocalCluster:
         ports: Sequence[int] | None = None,
         clock: Clock | None = None,
         first_broker_id: int = 0,
+        metrics_ports: Sequence[int] | None = None,
     ) -> None:
-        """Brokers get the ids ``first_broker_id .. first_broker_id + brokers - 1``."""
+        """Brokers get the ids ``first_broker_id .. first_broker_id + brokers - 1``; with ``metrics_ports`` (one
+        per broker, 0 for any free port) each serves ``/metrics`` and the console there."""
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if racks and len(racks) not in (1, brokers):
@@ -56,6 +58,9 @@ class LocalCluster:
         self.overrides = dict(overrides or {})
         self.host = host
         self.ports = list(ports or [0] * brokers)
+        if metrics_ports is not None and len(metrics_ports) != brokers:
+            raise ValueError(f"give one metrics port per broker ({brokers}), not {len(metrics_ports)}")
+        self.metrics_ports = None if metrics_ports is None else list(metrics_ports)
         self.clock = clock or SystemClock()
         self.backend = DurableEmbeddedBackend(self.data_dir / "coordination", self.clock)
         self.brokers: dict[int, Broker] = {}
@@ -75,6 +80,20 @@ class LocalCluster:
             host=self.host, port=port, data_dir=str(self.data_dir / f"broker-{broker_id}"), overrides=settings
         )
 
+    def _metrics_port(self, broker_id: int, old: Broker | None) -> int | None:
+        if self.metrics_ports is None:
+            return None
+        if old is not None and old.metrics_port is not None:
+            return old.metrics_port  # a restart keeps its metrics port too
+        position = self.broker_ids.index(broker_id) if broker_id in self.broker_ids else -1
+        return self.metrics_ports[position] if position >= 0 else 0
+
+    @property
+    def metrics_endpoints(self) -> str:
+        """``http://host:port/metrics`` of every running broker that serves metrics, comma-separated."""
+        return ",".join(f"http://{b.host}:{b.metrics_port}/metrics" for _i, b in sorted(self.brokers.items())
+                        if b.running and b.metrics_port is not None)
+
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{b.host}:{b.port}" for _i, b in sorted(self.brokers.items()) if b.running)
@@ -93,7 +112,7 @@ class LocalCluster:
     async def start_broker(self, broker_id: int) -> Broker:
         old = self.brokers.get(broker_id)
         config = self._config(broker_id, port=old.port if old is not None else None)  # a restart keeps its port
-        broker = Broker(config, self.backend, self.clock)
+        broker = Broker(config, self.backend, self.clock, self._metrics_port(broker_id, old))
         await broker.start()
         self.brokers[broker_id] = broker
         return broker

@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from odradek.cli_output import progress
 from odradek.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
@@ -95,11 +96,15 @@ def run(brokers: int, events: int, seconds: float, data_dir: Path | None) -> boo
         generator.join()
         deadline = time.monotonic() + seconds
         got: Counter[tuple[str, int]] = Counter()
-        while time.monotonic() < deadline:
-            got = page_views.parquet_totals(spark, workdir / "job")
-            if got == produced or any(q.exception() is not None for q in queries):
-                break
-            time.sleep(2)
+        total = sum(produced.values())
+        with progress(transient=False) as bar:  # on a terminal: page views counted in Parquet so far
+            task = bar.add_task("page views counted", total=total)
+            while time.monotonic() < deadline:
+                got = page_views.parquet_totals(spark, workdir / "job")
+                bar.update(task, completed=min(total, sum(got.values())))
+                if got == produced or any(q.exception() is not None for q in queries):
+                    break
+                time.sleep(2)
         for q in queries:
             failure = q.exception()
             if failure is not None:

@@ -21,22 +21,30 @@ from odradek.migration import refuse_for_zookeeper
 log = logging.getLogger(__name__)
 
 
-async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zookeeper: str) -> None:
+async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zookeeper: str,
+                               metrics_port: int | None = None) -> None:
     from odradek.coordination import ZooKeeperBackend
 
     refuse_for_zookeeper(Path(config.data_dir))
-    broker = Broker(config, ZooKeeperBackend(zookeeper))
+    broker = Broker(config, ZooKeeperBackend(zookeeper), metrics_port=metrics_port)
     await broker.start()
 
     async def stop_all() -> None:
         await broker.stop()
 
-    await _serve(f"bootstrap.servers={broker.host}:{broker.port}", ready_file, stop_all)
+    line = f"bootstrap.servers={broker.host}:{broker.port}"
+    if broker.metrics_port is not None:
+        line += f" metrics=http://{broker.host}:{broker.metrics_port}/metrics"
+    await _serve(line, ready_file, stop_all)
 
 
 async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
     await cluster.start()
-    await _serve(f"bootstrap.servers={cluster.bootstrap}", ready_file, cluster.stop)
+    line = f"bootstrap.servers={cluster.bootstrap}"
+    if cluster.metrics_ports is not None:
+        # one line still: the metrics endpoints follow the bootstrap list after a space
+        line += f" metrics={cluster.metrics_endpoints}"
+    await _serve(line, ready_file, cluster.stop)
 
 
 async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]]) -> None:

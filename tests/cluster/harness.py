@@ -1,49 +1,13 @@
-"""A LocalCluster running on its own event-loop thread, so tests drive it with blocking Kafka clients."""
+"""The package's threaded cluster (odradek.testing) with the views the cluster tests read brokers' state through."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from odradek.cluster import LocalCluster
-
-T = TypeVar("T")
+from odradek.testing import ThreadedCluster as _PackageCluster
 
 
-class ThreadedCluster:
-    def __init__(self, brokers: int, data_dir: Path, **kwargs: Any) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="cluster-loop", daemon=True)
-        self.thread.start()
-        self.cluster = self.call(self._make(brokers, data_dir, kwargs))
-
-    @staticmethod
-    async def _make(brokers: int, data_dir: Path, kwargs: dict[str, Any]) -> LocalCluster:
-        return LocalCluster(brokers, data_dir, **kwargs)
-
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float = 120) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def run(self, fn: Any, *args: Any) -> Any:
-        async def wrapper() -> Any:
-            return fn(*args)
-
-        return self.call(wrapper())
-
-    def start(self) -> ThreadedCluster:
-        self.call(self.cluster.start())
-        return self
-
-    @property
-    def bootstrap(self) -> str:
-        return self.run(lambda: self.cluster.bootstrap)
-
-    def controller_id(self) -> int | None:
-        return self.run(self.cluster.controller_id)
-
+class ThreadedCluster(_PackageCluster):
     def controller_epoch(self, broker_id: int) -> int:
         return self.run(lambda: self.cluster.brokers[broker_id].controller.epoch)
 
@@ -85,31 +49,6 @@ class ThreadedCluster:
         everyone = sorted(self.cluster.brokers)
         metas = [self.partition_meta(topic, p) for p in range(partitions)]
         return all(m is not None and sorted(m.isr) == everyone for m in metas)
-
-    def kill(self, broker_id: int) -> None:
-        self.call(self.cluster.kill(broker_id))
-
-    def stop_broker(self, broker_id: int, controlled: bool = True) -> None:
-        self.call(self.cluster.stop_broker(broker_id, controlled))
-
-    def start_broker(self, broker_id: int) -> None:
-        self.call(self.cluster.start_broker(broker_id))
-
-    def expire_session(self, broker_id: int) -> None:
-        self.run(self.cluster.expire_session, broker_id)
-
-    def pause(self, broker_id: int) -> None:
-        self.run(self.cluster.pause, broker_id)
-
-    def resume(self, broker_id: int) -> None:
-        self.run(self.cluster.resume, broker_id)
-
-    def close(self) -> None:
-        try:
-            self.call(self.cluster.stop(), timeout=60)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
 
     # --- views used by the acceptance tests ----------------------------------------------------------------
 

@@ -13,13 +13,13 @@ from click.testing import CliRunner
 from workload import create_topic_with_assignment
 
 from brokers import wait_for
+from odradek.cli import main
 from odradek.cli_cluster import (
     assignment_json,
     elect,
     parse_reassignment_json,
     parse_topics_to_move_json,
     reassign,
-    register,
 )
 
 
@@ -36,10 +36,26 @@ def test_reassignment_json_round_trips_and_rejects_bad_plans() -> None:
     assert parse_topics_to_move_json('{"topics":[{"topic":"a"},{"topic":"b"}],"version":1}') == ["a", "b"]
 
 
-def test_register_mounts_both_commands() -> None:
-    group = click.Group()
-    register(group)
-    assert set(group.commands) == {"reassign", "elect"}
+def test_the_odradek_command_mounts_every_tool() -> None:
+    assert {"reassign", "elect", "assign", "topics", "groups", "configs", "produce", "consume", "dump-log",
+            "perf"} <= set(main.commands)
+
+
+def test_verify_watch_waits_until_the_reassignment_is_done(cluster_factory, tmp_path: Path) -> None:
+    c = cluster_factory(3)
+    create_topic_with_assignment(c.bootstrap, "w", {0: [0, 1], 1: [1, 0]})
+    wait_for(lambda: c.leader_of("w", 1) == 1, 30, what="topic w online")
+    plan = tmp_path / "plan.json"
+    plan.write_text(assignment_json({("w", 0): [1, 2], ("w", 1): [2, 1]}))
+    runner = CliRunner()
+    started = runner.invoke(reassign, ["--bootstrap-server", c.bootstrap, "--execute",
+                                       "--reassignment-json-file", str(plan)])
+    assert started.exit_code == 0, started.output
+    watched = runner.invoke(reassign, ["--bootstrap-server", c.bootstrap, "--verify", "--watch", "--timeout", "60",
+                                       "--reassignment-json-file", str(plan)])
+    assert watched.exit_code == 0, watched.output
+    assert "Reassignment of partition w-0 is completed." in watched.output
+    assert "Reassignment of partition w-1 is completed." in watched.output
 
 
 def test_generate_proposes_a_plan_on_the_given_brokers_only(cluster_factory, tmp_path: Path) -> None:

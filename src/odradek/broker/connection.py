@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Protocol
 
 from odradek.broker.apis import Encoded, RequestContext
@@ -96,6 +97,7 @@ class Connection:
 
     async def serve(self) -> None:
         max_bytes = self.services.config["socket.request.max.bytes"]
+        stats = self.services.stats
         listener = self.listener
         try:
             # The listener opens early (the port must be known to register it); requests wait for start-up.
@@ -120,10 +122,13 @@ class Connection:
                 except asyncio.IncompleteReadError as exc:
                     log.info("connection %s closed mid-request (%d of %d bytes)", self.peer, len(exc.partial), size)
                     return
+                started = time.perf_counter()
                 out = await self.dispatch(frame)
                 if out:
                     write_chunks(self.writer, out)
                     await self.writer.drain()
+                if len(frame) >= 2:
+                    stats.request_done(int.from_bytes(frame[:2], "big"), (time.perf_counter() - started) * 1000)
         except FrameError as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):

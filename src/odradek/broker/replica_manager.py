@@ -19,6 +19,7 @@ from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
 from odradek.broker.log import LogManager
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
+from odradek.broker.stats import BrokerStats
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
@@ -62,6 +63,8 @@ class ReplicaManager:
         self.fetchers = FetcherManager(FetcherDeps(broker_id, fetch, self.partitions, metadata.endpoint, faults))
         self.isr_writer: IsrWriter | None = None
         self.listeners: list[LeadershipListener] = []
+        self.stats = BrokerStats()
+        """Messages and bytes appended as leader, per topic (the broker shares this with its metrics)."""
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
@@ -104,7 +107,9 @@ class ReplicaManager:
         for h in headers:
             if h.size > max_bytes:
                 raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
-        return part.append_as_leader(buf, headers, self.clock.now_ms()), part
+        appended = part.append_as_leader(buf, headers, self.clock.now_ms())
+        self.stats.appended(topic, sum(h.records_count for h in headers), len(buf))
+        return appended, part
 
     # --- applying the controller's decisions -----------------------------------------------------------------
 

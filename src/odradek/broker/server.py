@@ -44,10 +44,13 @@ from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import OffsetsTopicLog, ReplicaManager
 from odradek.broker.services import Services
+from odradek.broker.stats import BrokerStats
 from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller, TcpTransport
 from odradek.coordination import Backend
 from odradek.coordination import znodes as zn
+from odradek.observe.http import ObserveServer
+from odradek.observe.metrics import make_registry
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -75,7 +78,9 @@ class _GroupsFollowOffsets:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, backend: Backend, clock: Clock | None = None) -> None:
+    def __init__(self, config: BrokerConfig, backend: Backend, clock: Clock | None = None,
+                 metrics_port: int | None = None) -> None:
+        """``metrics_port``: serve ``/metrics`` and the console there (0 picks a free port); None serves none."""
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.broker_id = config.broker_id
@@ -100,7 +105,7 @@ class Broker:
         self.controller_requests = ControllerRequests(self.membership, self.replicas, self.metadata,
                                                       self._drop_offsets_of)
         self.isr = IsrPropagation(self.membership, self.clock, lambda: self.controller_requests.controller_epoch)
-        self.replicas.isr_writer = self.isr.write_isr
+        self.replicas.isr_writer = self._write_isr
         self.config_watch = ConfigWatch(self.membership, self.replicas.apply_topic_config)
         self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed)
         self.controller = Controller(self.broker_id, self.membership.current_session, self.clock, self.transport,
@@ -111,7 +116,10 @@ class Broker:
             replicas=self.replicas, topics=self.topics, groups=self.groups,
             producer_ids=ProducerIdManager(ProducerIdBlocks(self.membership).allocate),
             controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),
+            stats=self.replicas.stats,
         )
+        self.metrics_port = metrics_port
+        self.http: ObserveServer | None = None
         self._server: asyncio.base_events.Server | None = None
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -119,6 +127,18 @@ class Broker:
         self.running = False
         self.stopping = False
         self.serving = asyncio.Event()  # set once start-up is complete; requests wait for it, as Kafka's do
+
+    @property
+    def stats(self) -> BrokerStats:
+        return self.replicas.stats
+
+    async def _write_isr(self, part: Partition, new_isr: list[int]) -> int | None:
+        """The ISR writer, counting Kafka's IsrShrinks and IsrExpands for what was written."""
+        before = len(part.isr)
+        version = await self.isr.write_isr(part, new_isr)
+        if version is not None:
+            self.stats.isr_changed(before, len(new_isr))
+        return version
 
     def _drop_offsets_of(self, topic: str) -> None:
         # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)
@@ -132,6 +152,10 @@ class Broker:
         self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port, limit=1 << 20)
         self.port = self._server.sockets[0].getsockname()[1]
         self.metadata.set_broker(BrokerEndpoint(self.broker_id, self.config.host, self.port, self.config.rack))
+        http_port = -1
+        if self.metrics_port is not None:
+            self.http = ObserveServer(self, make_registry(self, self.services.apis))
+            http_port = self.metrics_port = await self.http.start(self.config.host, self.metrics_port)
         self.metadata.cluster_id = await self.membership.connect()
         overrides = await zn.read_all_topic_configs(self.membership.current())
         logs = LogManager(
@@ -143,7 +167,8 @@ class Broker:
         # session alive meanwhile (a blocked loop misses its pings and the session expires mid start-up).
         await asyncio.to_thread(logs.load, overrides)
         self.replicas.attach_logs(logs)
-        await self.membership.register(Registration(self.broker_id, self.host, self.port, self.config.rack))
+        await self.membership.register(Registration(self.broker_id, self.host, self.port, self.config.rack,
+                                                    http_port))
         await self.controller.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
         self.running = True
@@ -185,6 +210,8 @@ class Broker:
         self.running = False
         if self._server is not None:
             self._server.close()
+        if self.http is not None:
+            await self.http.stop()
         if self._tick_task is not None:
             self._tick_task.cancel()
             await asyncio.gather(self._tick_task, return_exceptions=True)
@@ -250,6 +277,7 @@ class Broker:
             asleep = loop.time()
             await asyncio.sleep(TICK_INTERVAL_S)
             late = loop.time() - asleep - TICK_INTERVAL_S
+            self.stats.loop_lag.observe(max(late, 0.0))
             if late > LOOP_STALL_WARN_S:
                 # Everything on this loop (client requests, fetchers, the coordination session's pings) waited
                 # this long: the first thing to look at when a session expires under load.

@@ -9,7 +9,7 @@ the broker.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from odradek.broker.config import BrokerConfig
@@ -19,6 +19,7 @@ from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.stats import BrokerStats
 from odradek.controller import Controller
 
 
@@ -35,3 +36,5 @@ class Services:
     controller_requests: ControllerRequests
     apis: Mapping[int, ModuleType]
     """The API registry: every module of :mod:`odradek.broker.apis`, by key (what ApiVersions advertises)."""
+    stats: BrokerStats = field(default_factory=BrokerStats)
+    """Counters for the metrics endpoint (bytes out to consumers, request times)."""

@@ -61,6 +61,7 @@ from odradek.controller.shared import Shared
 from odradek.controller.shutdown import ControlledShutdownManager
 from odradek.controller.states import PartitionState, ReplicaState
 from odradek.controller.topics import TopicManager
+from odradek.controller.transitions import TransitionLog
 from odradek.controller.zkstore import ControllerMovedError, ControllerStore
 from odradek.coordination.store import (
     ConnectionLossError,
@@ -138,6 +139,19 @@ class Controller:
     def epoch(self) -> int:
         """The controller epoch this broker holds while active (0 when it is not the controller)."""
         return self._shared.ctx.epoch if self._shared.active else 0
+
+    @property
+    def transitions(self) -> TransitionLog:
+        """The recent partition, replica and controller state changes this broker made as controller."""
+        return self._shared.transitions
+
+    @property
+    def unclean_elections(self) -> int:
+        return self._shared.unclean_elections
+
+    def partition_states(self) -> list[tuple[TopicPartition, PartitionState]]:
+        """Where the partition state machine has every partition (empty when not active)."""
+        return self._shared.partition_states.items()
 
     @property
     def active_controller_id(self) -> int | None:
@@ -418,6 +432,7 @@ class Controller:
         if not shared.active and shared.channels is None:
             return
         log.info("controller %d: resigning at epoch %d", self.broker_id, shared.ctx.epoch)
+        shared.note(f"broker {self.broker_id}", "active", "resigned")
         shared.active = False
         shared.cancel_timers()
         if shared.channels is not None:
@@ -432,6 +447,7 @@ class Controller:
         shared.reset(ControllerContext(epoch=epoch, epoch_zk_version=store.epoch_zk_version))
         shared.active = True
         log.info("controller %d: elected with epoch %d", self.broker_id, epoch)
+        shared.note(f"broker {self.broker_id}", "standby", "active", f"elected with controller epoch {epoch}")
         await ensure_kafka_layout(store.session)
         shared.channels = ChannelManager(self._transport, retry_backoff_ms=self._config.retry_backoff_ms,
                                          request_timeout_ms=self._config.request_timeout_ms)
@@ -473,22 +489,22 @@ class Controller:
         batch = shared.batch
         for replica in ctx.replicas_for(sorted(ctx.assignments)):
             if replica.replica in ctx.live_brokers:
-                replica_states.put(replica, R.ONLINE)
+                replica_states.load(replica, R.ONLINE)
                 state = ctx.leadership.get(replica.tp)
                 if state is not None:
                     batch.add_leader_and_isr(ctx, [replica.replica], replica.tp, state)
             else:
-                replica_states.put(replica, R.DELETION_INELIGIBLE)
+                replica_states.load(replica, R.DELETION_INELIGIBLE)
         # Partition state machine start-up.
         partition_states = shared.partition_states
         for tp in ctx.assignments:
             state = ctx.leadership.get(tp)
             if state is None:
-                partition_states.put(tp, P.NEW)
+                partition_states.load(tp, P.NEW)
             elif state.leader in ctx.live_brokers:
-                partition_states.put(tp, P.ONLINE)
+                partition_states.load(tp, P.ONLINE)
             else:
-                partition_states.put(tp, P.OFFLINE)
+                partition_states.load(tp, P.OFFLINE)
         await self._partitions.trigger_online()
         await self._flush()
         await self._reassignment.resume(sorted(ctx.being_reassigned))

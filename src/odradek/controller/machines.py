@@ -161,6 +161,7 @@ class PartitionStateMachine:
             written = applied.written
             for tp in unclean_leaders:
                 if tp in written:
+                    shared.unclean_elections += 1
                     log.warning("Unclean leader election for partition %s: broker %d leads although it was not "
                                 "in the ISR; data may be lost", tp, written[tp].leader)
             ok = PartitionResult(ErrorCode.none)

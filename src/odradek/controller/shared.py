@@ -27,6 +27,7 @@ from odradek.controller.states import (
     ReplicaState,
     StateTable,
 )
+from odradek.controller.transitions import TransitionLog
 from odradek.controller.zkstore import ControllerStore
 from odradek.coordination.store import EventType, WatchedEvent
 
@@ -45,6 +46,12 @@ class Shared:
             "Partition", PARTITION_VALID_PREVIOUS, PartitionState.NON_EXISTENT)
         self.replica_states: StateTable[PartitionReplica, ReplicaState] = StateTable(
             "Replica", REPLICA_VALID_PREVIOUS, ReplicaState.NON_EXISTENT)
+        self.transitions = TransitionLog(broker_id)
+        """The recent state changes, for the web console (outlives resignations)."""
+        self.partition_states.on_change = self._partition_changed
+        self.replica_states.on_change = self._replica_changed
+        self.unclean_elections = 0
+        """Leaders elected from outside the ISR while this broker was controller (Kafka's UncleanLeaderElections)."""
         self.batch = RequestBatch()
         self.applier = Applier(self)
         self.store_or_none: ControllerStore | None = None
@@ -55,6 +62,18 @@ class Shared:
         """Bumped on every failover and resignation: watches and timers of an older generation do nothing."""
         self.watchers: dict[object, Callable[[WatchedEvent], None]] = {}
         self._timers: set[asyncio.Task[None]] = set()
+
+    def _partition_changed(self, tp: TopicPartition, old: PartitionState, new: PartitionState) -> None:
+        # the applier has already committed an election's outcome to the context when the machine moves the state
+        leader = self.ctx.leadership.get(tp) if new is PartitionState.ONLINE else None
+        self.transitions.record(self.clock.now_ms(), self.ctx.epoch, "Partition", tp, old, new, leader)
+
+    def _replica_changed(self, replica: PartitionReplica, old: ReplicaState, new: ReplicaState) -> None:
+        self.transitions.record(self.clock.now_ms(), self.ctx.epoch, "Replica", replica, old, new)
+
+    def note(self, subject: str, source: str, target: str, detail: str = "") -> None:
+        """A controller-level change for the console's ring (elected, resigned)."""
+        self.transitions.record(self.clock.now_ms(), self.ctx.epoch, "Controller", subject, source, target, detail)
 
     @property
     def store(self) -> ControllerStore:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Generic, TypeVar
 
 __all__ = [
@@ -79,18 +79,28 @@ class StateTable(Generic[K, S]):
         self._states: dict[K, S] = {}
         self.controller_id = -1
         self.epoch = 0
+        self.on_change: Callable[[K, S, S], None] | None = None
+        """Told of every transition (not of :meth:`load`): the console's ring of recent state changes."""
 
     def get(self, key: K) -> S:
         return self._states.get(key, self._initial)
 
     def put(self, key: K, state: S) -> None:
-        """Set a state without checking (loading from the store on failover)."""
+        """Set a state without checking (the machines have checked it)."""
+        if self.on_change is not None:
+            self.on_change(key, self._states.get(key, self._initial), state)
+        self.load(key, state)
+
+    def load(self, key: K, state: S) -> None:
+        """Set a state as the store holds it (failover start-up): not a transition, so nobody is told."""
         if state is self._initial:
             self._states.pop(key, None)
         else:
             self._states[key] = state
 
     def remove(self, key: K) -> None:
+        if self.on_change is not None and key in self._states:
+            self.on_change(key, self._states[key], self._initial)
         self._states.pop(key, None)
 
     def clear(self) -> None:

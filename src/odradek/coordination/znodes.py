@@ -363,6 +363,9 @@ class BrokerRegistration:
     timestamp: int = 0
     version: int = 4
     features: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    http_port: int = -1
+    """odradek's own field: the port of the broker's metrics and console HTTP server (-1: none). Kafka's readers
+    ignore fields they do not know; the console uses it to gather every broker's view."""
 
     @property
     def host(self) -> str | None:
@@ -395,6 +398,8 @@ class BrokerRegistration:
             doc["rack"] = self.rack
         if self.version >= 5:
             doc["features"] = {name: dict(r) for name, r in self.features.items()}
+        if self.http_port >= 0:
+            doc["http_port"] = self.http_port
         return _dump(doc)
 
     @classmethod
@@ -433,6 +438,7 @@ class BrokerRegistration:
             timestamp=js.integer_like("timestamp") if js.has("timestamp") else 0,
             version=version,
             features=features,
+            http_port=js.integer("http_port") if js.has("http_port") else -1,
         )
 
 

@@ -103,6 +103,8 @@ def _read_all(
                     fp.fetch_offset, min(fp.partition_max_bytes, max(budget, 0)), limit, min_one=total == 0
                 )
                 result.records = read.buffers
+                if replica_id < 0:
+                    services.stats.sent(name, read.size)
                 result.size = read.size
                 total += read.size
                 budget -= read.size

@@ -35,6 +35,8 @@ class Registration:
     host: str
     port: int
     rack: str | None
+    http_port: int = -1
+    """The metrics and console HTTP server's port (-1: none)."""
 
 
 class Membership:
@@ -111,6 +113,7 @@ class Membership:
             listener_security_protocol_map={"PLAINTEXT": "PLAINTEXT"},
             rack=reg.rack,
             timestamp=self.clock.now_ms(),
+            http_port=reg.http_port,
         )
         path = zn.broker_path(reg.broker_id)
         deadline = asyncio.get_running_loop().time() + session.timeout_ms / 1000 * 2 + 5
