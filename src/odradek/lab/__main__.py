@@ -1,0 +1,56 @@
+"""``python -m odradek.lab`` (``make lab``): bring a lab up, run the nemesis, or remove a dead run's leftovers."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import click
+
+from odradek.lab.netns import SLOTS, acquire_slot, netns_available
+
+
+@click.group()
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    reason = netns_available()
+    if reason is not None:
+        raise click.ClickException(reason)
+
+
+@main.command()
+@click.option("--brokers", default=3, show_default=True)
+@click.option("--zookeepers", default=3, show_default=True)
+def up(brokers: int, zookeepers: int) -> None:
+    """Start the hosts and servers, print where they are, and run until Ctrl-C."""
+    from odradek.lab.cluster import Lab
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with Lab(brokers=brokers, zookeepers=zookeepers) as lab:
+        click.echo(f"bootstrap.servers={lab.bootstrap}")
+        click.echo(f"zookeeper.connect={lab.zk_connect}/odradek")
+        click.echo(f"logs in {lab.base_dir}")
+        stop.wait()
+
+
+@main.command()
+def clean() -> None:
+    """Remove what dead lab runs left behind (slots no living lab holds)."""
+    import os
+
+    held = []
+    for _ in range(SLOTS):
+        try:
+            _slot, fd = acquire_slot()  # cleans the slot it takes
+        except RuntimeError:
+            break
+        held.append(fd)
+    for fd in held:
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    main()
