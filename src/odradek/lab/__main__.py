@@ -36,6 +36,23 @@ def up(brokers: int, zookeepers: int) -> None:
         stop.wait()
 
 
+@main.command("run")
+@click.option("--seed", default=1, show_default=True)
+@click.option("--faults", default=None, type=int, help="how many faults (default: every kind once)")
+@click.option("--keep-logs", is_flag=True, help="keep the servers' logs and data (printed path)")
+def run_(seed: int, faults: int | None, keep_logs: bool) -> None:
+    """A nemesis run: load, the seed's faults, the log read back and checked; exit status 1 on any anomaly."""
+    import tempfile
+    from pathlib import Path
+
+    from odradek.lab.run import run
+
+    base = Path(tempfile.mkdtemp(prefix="odradek-lab-")) if keep_logs else None
+    result = run(seed, faults, base_dir=base)
+    if result.report.anomalies():
+        raise SystemExit(1)
+
+
 @main.command()
 def clean() -> None:
     """Remove what dead lab runs left behind (slots no living lab holds)."""
