@@ -219,16 +219,17 @@ def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
     for p in range(h.partitions[topic]):
         log = h.final.get((topic, p), [])
         report.in_log += len(log)
-        last_seq: dict[str, tuple[int, int]] = {}
+        highest: dict[str, tuple[int, int]] = {}  # producer -> its highest sequence so far, and where
         for offset, value in log:
             where[value].append((p, offset))
             at[(p, offset)] = value
             producer, seq = _parse(value)
-            prev = last_seq.get(producer)
-            if prev is not None and seq <= prev[0]:
+            prev = highest.get(producer)
+            if prev is not None and seq < prev[0]:  # equal: a duplicate, reported as one
                 report.order_violations.append(
                     f"partition {p}: {value!r} at offset {offset} after {producer}:{prev[0]} at offset {prev[1]}")
-            last_seq[producer] = (seq, offset)
+            if prev is None or seq > prev[0]:
+                highest[producer] = (seq, offset)
     for value, places in where.items():
         if len(places) > 1:
             report.duplicates.append(f"{value!r} at {places}")

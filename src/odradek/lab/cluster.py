@@ -147,6 +147,15 @@ class Lab:
         current |= addresses
         firewall.apply(host, current)
 
+    def unblock(self, host: Host, addresses: set[str]) -> None:
+        """Let ``addresses`` through ``host``'s firewall again, keeping its other rules."""
+        current = self.blocked.get(host.name, set()) - addresses
+        firewall.apply(host, current)
+        if current:
+            self.blocked[host.name] = current
+        else:
+            self.blocked.pop(host.name, None)
+
     def isolate(self, host: Host) -> None:
         """Cut ``host`` from every other host and from the machine (the test's clients) too."""
         assert self.network is not None
