@@ -126,6 +126,7 @@ class TopicReport:
     in_log: int = 0
     reads: int = 0
     lost: list[str] = field(default_factory=list)
+    lost_during: dict[str, int] = field(default_factory=dict)  # fault (or "no fault") -> lost or moved records acked
     moved: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     order_violations: list[str] = field(default_factory=list)
@@ -200,6 +201,7 @@ class Report:
                     " (before heal)" if r.after_heal_s == 0 else f" ({r.after_heal_s:.1f}s after heal)"
                 lines.append(f"  recovered {a}{h}: {r.fault}")
             lines += [f"  ALLOWED: {x}" for x in t.allowed()]
+            lines += [f"  {n} lost or moved records were acknowledged during {f}" for f, n in t.lost_during.items()]
         lines += [f"ANOMALY: {x}" for x in self.anomalies()]
         lines.append(f"{self.records_checked} acknowledged records checked, {len(self.anomalies())} anomalies")
         return "\n".join(lines)
@@ -240,6 +242,8 @@ def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
             report.moved.append(f"{a.value!r} acknowledged at {a.partition}/{a.offset}, found at {where[a.value]}")
         else:
             report.lost.append(f"{a.value!r} acknowledged at {a.partition}/{a.offset}")
+        during = next((f.name for f in h.faults if f.started <= a.at <= f.healed), "no fault")
+        report.lost_during[during] = report.lost_during.get(during, 0) + 1
     acked_values = {a.value for a in acks}
     reads = [r for r in h.reads if r.topic == topic]
     report.reads = len(reads)
