@@ -54,6 +54,24 @@ def run_(seed: int, faults: int | None, keep_logs: bool) -> None:
 
 
 @main.command()
+@click.option("--events", default=20000, show_default=True)
+@click.option("--seconds", default=90.0, show_default=True)
+@click.option("--cut-seconds", default=10.0, show_default=True)
+def spark(events: int, seconds: float, cut_seconds: float) -> None:
+    """odradek demo's pipeline on a Spark standalone cluster (master + two workers) against the lab's brokers,
+    the leader of clicks-0 isolated midway; exit status 1 unless the totals are exact."""
+    import tempfile
+    from pathlib import Path
+
+    from odradek.lab.spark import run_pipeline
+
+    base = Path(tempfile.mkdtemp(prefix="odradek-lab-spark-"))
+    click.echo(f"work and logs in {base}")
+    if not run_pipeline(base, events=events, seconds=seconds, cut_seconds=cut_seconds):
+        raise SystemExit(1)
+
+
+@main.command()
 def clean() -> None:
     """Remove what dead lab runs left behind (slots no living lab holds)."""
     import os
