@@ -60,10 +60,11 @@ def test_acks_one_losses_are_allowed_and_counted() -> None:
 
 def test_losses_are_attributed_to_the_fault_they_were_acknowledged_during() -> None:
     h = _history(ACKS_ONE)
-    h.acks = [_ack(0, b"p:0", at=1.0), _ack(1, b"p:1", at=5.0), _ack(2, b"p:2", at=6.0), _ack(3, b"p:3", at=9.0)]
+    h.acks = [_ack(0, b"p:0", at=1.0), _ack(1, b"p:1", at=3.5), _ack(2, b"p:2", at=6.0), _ack(3, b"p:3", at=11.0),
+              _ack(4, b"p:4", at=13.0)]
     h.final = {(T, 0): [(0, b"p:0")]}
-    h.faults = [FaultWindow("cut", 4.0, 7.0)]
-    assert check(h).topics[0].lost_during == {"cut": 2, "no fault": 1}
+    h.faults = [FaultWindow("cut", 4.0, 7.0)]  # p:1 just before it, p:3 just after its heal, p:4 long after
+    assert check(h).topics[0].lost_during == {"cut": 3, "no fault": 1}
 
 
 def test_a_record_found_at_another_offset_than_acknowledged_has_moved() -> None:

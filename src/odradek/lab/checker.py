@@ -28,6 +28,9 @@ __all__ = [
 ]
 
 
+LEAD_S, TRAIL_S = 1.0, 5.0  # how far before a fault and after its heal a loss is attributed to it
+
+
 @dataclass(frozen=True)
 class Semantics:
     name: str
@@ -201,7 +204,7 @@ class Report:
                     " (before heal)" if r.after_heal_s == 0 else f" ({r.after_heal_s:.1f}s after heal)"
                 lines.append(f"  recovered {a}{h}: {r.fault}")
             lines += [f"  ALLOWED: {x}" for x in t.allowed()]
-            lines += [f"  {n} lost or moved records were acknowledged during {f}" for f, n in t.lost_during.items()]
+            lines += [f"  {n} lost or moved records were acknowledged around {f}" for f, n in t.lost_during.items()]
         lines += [f"ANOMALY: {x}" for x in self.anomalies()]
         lines.append(f"{self.records_checked} acknowledged records checked, {len(self.anomalies())} anomalies")
         return "\n".join(lines)
@@ -242,7 +245,9 @@ def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
             report.moved.append(f"{a.value!r} acknowledged at {a.partition}/{a.offset}, found at {where[a.value]}")
         else:
             report.lost.append(f"{a.value!r} acknowledged at {a.partition}/{a.offset}")
-        during = next((f.name for f in h.faults if f.started <= a.at <= f.healed), "no fault")
+        # a record acknowledged just before a fault (not yet copied) or just after its heal (the cut-off leader has
+        # not yet heard it was replaced) is that fault's loss too
+        during = next((f.name for f in h.faults if f.started - LEAD_S <= a.at <= f.healed + TRAIL_S), "no fault")
         report.lost_during[during] = report.lost_during.get(during, 0) + 1
     acked_values = {a.value for a in acks}
     reads = [r for r in h.reads if r.topic == topic]
