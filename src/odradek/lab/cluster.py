@@ -23,6 +23,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from odradek.admin import metadata
+from odradek.client import KafkaConnection
 from odradek.lab import firewall
 from odradek.lab.netns import Host, Network, acquire_slot
 from odradek.lab.processes import LabBroker, LabZooKeeper, wait_until
@@ -84,6 +86,9 @@ class Lab:
                 wait_until(b.ready, 90, f"{b.name} ready")
             wait_until(lambda: len(self.registered_brokers()) == self.broker_count and self.controller_id() is not None,
                        60, "every broker registered and a controller elected")
+            # CreateTopics checks the replication factor against the answering broker's metadata, which the
+            # controller's UpdateMetadata fills in a moment after the registrations
+            wait_until(self.brokers_know_each_other, 60, "every broker's metadata naming every broker")
         except BaseException:
             self.stop()
             raise
@@ -209,6 +214,16 @@ class Lab:
             return {int(c) for c in self.zk().get_children("/brokers/ids")}
         except Exception:
             return set()
+
+    def brokers_know_each_other(self) -> bool:
+        for b in self.brokers.values():
+            try:
+                with KafkaConnection(b.address) as conn:
+                    if len(metadata(conn, []).brokers) != self.broker_count:
+                        return False
+            except OSError:
+                return False
+        return True
 
     def partition_state(self, topic: str, partition: int) -> dict[str, Any] | None:
         """Kafka's partition state znode: leader, leader_epoch, isr, controller_epoch."""
