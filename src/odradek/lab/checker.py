@@ -215,6 +215,21 @@ def _parse(value: bytes) -> tuple[str, int]:
     return producer, int(seq) if seq.isdigit() else -1
 
 
+def _nearest_fault(faults: list[FaultWindow], at: float) -> str:
+    """The fault a loss acknowledged at ``at`` belongs to: the one under way then, else the nearest one that began
+    up to LEAD_S later (the record was not yet copied) or was healed up to TRAIL_S earlier (the cut-off leader had
+    not yet heard it was replaced); "no fault" if none."""
+    best, name = float("inf"), "no fault"
+    for f in faults:
+        if f.started <= at <= f.healed:
+            return f.name
+        distance = f.started - at if at < f.started else at - f.healed
+        limit = LEAD_S if at < f.started else TRAIL_S
+        if distance <= limit and distance < best:
+            best, name = distance, f.name
+    return name
+
+
 def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
     report = TopicReport(topic, h.semantics[topic], failed_sends=h.failed_sends.get(topic, 0))
     acks = [a for a in h.acks if a.topic == topic]
@@ -245,9 +260,7 @@ def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
             report.moved.append(f"{a.value!r} acknowledged at {a.partition}/{a.offset}, found at {where[a.value]}")
         else:
             report.lost.append(f"{a.value!r} acknowledged at {a.partition}/{a.offset}")
-        # a record acknowledged just before a fault (not yet copied) or just after its heal (the cut-off leader has
-        # not yet heard it was replaced) is that fault's loss too
-        during = next((f.name for f in h.faults if f.started - LEAD_S <= a.at <= f.healed + TRAIL_S), "no fault")
+        during = _nearest_fault(h.faults, a.at)
         report.lost_during[during] = report.lost_during.get(during, 0) + 1
     acked_values = {a.value for a in acks}
     reads = [r for r in h.reads if r.topic == topic]
