@@ -93,6 +93,9 @@ def _session(master: str) -> Any:
 
     import odradek.spark
 
+    # The driver's JVM starts its Python workers (the data source's planner among them) from this variable, not
+    # from spark.pyspark.python: without it they run whatever python3 is first on the PATH.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = (
         SparkSession.builder.master(master).appName("odradek-lab-page-views")
         .config("spark.sql.shuffle.partitions", "2")
