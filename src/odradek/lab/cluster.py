@@ -179,7 +179,8 @@ class Lab:
 
     def quorum_serving(self) -> bool:
         modes = [z.mode() for z in self.zookeepers.values()]
-        return "leader" in modes and sum(m in ("leader", "follower", "standalone") for m in modes) > len(modes) // 2
+        serving = sum(m in ("leader", "follower", "standalone") for m in modes)
+        return ("leader" in modes or "standalone" in modes) and serving > len(modes) // 2
 
     def zk_leader(self) -> int | None:
         for sid, z in self.zookeepers.items():

@@ -124,7 +124,7 @@ class LabZooKeeper(Server):
         data = self.base_dir / f"{self.name}-data"
         data.mkdir(parents=True, exist_ok=True)
         (data / "myid").write_text(f"{self.myid}\n")
-        servers = "".join(
+        servers = "" if len(self.ensemble) == 1 else "".join(  # one server: standalone, no quorum to form
             f"server.{sid}={addr}:{ZK_PEER_PORT}:{ZK_ELECTION_PORT}\n" for sid, addr in sorted(self.ensemble.items()))
         cfg = self.base_dir / f"{self.name}.cfg"
         # tickTime 500 ms: a follower out of touch for syncLimit ticks (2 s) is dropped, an election settles in
