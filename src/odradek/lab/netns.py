@@ -47,10 +47,14 @@ def netns_available() -> str | None:
     """None when this process can create namespaces and veths here; otherwise why not (for a skip reason)."""
     if os.geteuid() != 0:
         return "the lab needs root (it creates network namespaces)"
+    probe = f"{PREFIX}probe-{os.getpid()}"  # root in a container may still lack the right to create one: try it
     try:
-        subprocess.run(["ip", "netns", "list"], capture_output=True, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        return f"`ip netns` is unavailable: {exc}"
+        result = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    except OSError as exc:
+        return f"`ip` is unavailable: {exc}"
+    if result.returncode != 0:
+        return f"`ip netns add` is not permitted here: {result.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return None
 
 
