@@ -3,11 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-DEB_PACKAGES := kafkacat zookeeper default-jre-headless chromium chromium-driver
+DEB_PACKAGES := kafkacat zookeeper default-jre-headless chromium chromium-driver nftables iproute2
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench demo sysdeps venv clean
+.PHONY: run test lint bench demo lab sysdeps venv clean
 
 sysdeps:
 	@missing=""; \
@@ -16,6 +16,8 @@ sysdeps:
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
+	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = "0" ]; then \
 	    echo "installing Debian packages:$$missing"; \
@@ -42,6 +44,11 @@ test: sysdeps venv
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/mypy
+
+# The lab (issue 15; needs root): `make lab` brings up three ZooKeeper servers and three brokers, each on its own
+# network namespace, until Ctrl-C; `make lab ARGS="run --seed 7 --faults 20"` runs the nemesis and the checker.
+lab: sysdeps venv
+	$(PY) -m odradek.lab $(or $(ARGS),up)
 
 demo: sysdeps venv
 	$(VENV)/bin/odradek demo $(ARGS)

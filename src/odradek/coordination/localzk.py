@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["DEFAULT_JAR", "LocalZooKeeper", "four_letter_word"]
+__all__ = ["DEFAULT_JAR", "LocalZooKeeper", "four_letter_word", "java_command"]
 
 DEFAULT_JAR = Path("/usr/share/java/zookeeper.jar")
 """Its manifest's Class-Path names the other jars it needs (netty, jute, slf4j, ...) under /usr/share/java."""
@@ -36,6 +36,17 @@ def four_letter_word(port: int, word: bytes, host: str = "127.0.0.1") -> bytes:
         while chunk := s.recv(4096):
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def java_command(main_class: str, *, heap_mb: int, quick_start: bool, jar: Path = DEFAULT_JAR) -> list[str]:
+    """``java`` running one of ZooKeeper's main classes from Debian's jars (the lab's ensemble uses it too)."""
+    java = shutil.which("java")
+    if java is None or not jar.exists():
+        raise RuntimeError(f"need a JRE and Debian's zookeeper package ({jar}); see `make sysdeps`")
+    args = [java, f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true"]
+    if quick_start:
+        args.append("-XX:TieredStopAtLevel=1")  # C1 only: starts faster, runs slower
+    return [*args, "-cp", f"{DEFAULT_CONF_DIR}:{jar}", main_class]
 
 
 class LocalZooKeeper:
@@ -67,9 +78,6 @@ class LocalZooKeeper:
         return self.base_dir / f"zookeeper-{self.port}.log"
 
     def start(self) -> LocalZooKeeper:
-        java = shutil.which("java")
-        if java is None or not self.jar.exists():
-            raise RuntimeError(f"need a JRE and Debian's zookeeper package ({self.jar}); see `make sysdeps`")
         for _attempt in range(3):  # the probed port can be taken before ZooKeeper binds it: try another
             self.port = _free_port()
             data = self.base_dir / f"data-{self.port}"
@@ -80,14 +88,8 @@ class LocalZooKeeper:
                 "minSessionTimeout=1000\nmaxSessionTimeout=60000\nmaxClientCnxns=0\n"
                 "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\nforceSync=no\n"
             )
-            args = [java, f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true"]
-            if self.quick_start:
-                args.append("-XX:TieredStopAtLevel=1")
-            args += [
-                "-cp",
-                f"{DEFAULT_CONF_DIR}:{self.jar}",
-                "org.apache.zookeeper.server.ZooKeeperServerMain",
-            ]
+            args = java_command("org.apache.zookeeper.server.ZooKeeperServerMain", heap_mb=self.heap_mb,
+                                quick_start=self.quick_start, jar=self.jar)
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
                     [*args, str(cfg)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL

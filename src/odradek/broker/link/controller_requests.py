@@ -1,8 +1,8 @@
 """The controller's requests as a broker applies them: LeaderAndIsr, StopReplica and UpdateMetadata.
 
 Each request is fenced first: one from an older controller epoch than the newest this broker has heard from is
-refused with ``STALE_CONTROLLER_EPOCH`` (a zombie controller cannot change anything), one stamped with another
-incarnation's broker epoch with ``STALE_BROKER_EPOCH``. Requests apply one at a time (Kafka's
+refused with ``STALE_CONTROLLER_EPOCH`` (a zombie controller cannot change anything), one stamped with an earlier
+incarnation's broker epoch with ``STALE_BROKER_EPOCH`` (see :func:`fence`). Requests apply one at a time (Kafka's
 ``replicaStateChangeLock``): they yield to the event loop between slices of partitions, and a zombie's request must
 not interleave with its successor's. Partition changes go to the replica manager; UpdateMetadata to the cache.
 """
@@ -31,6 +31,19 @@ log = logging.getLogger(__name__)
 YIELD_EVERY = 1000
 
 
+def fence(controller_epoch: int, broker_epoch: int, newest_controller_epoch: int, own_broker_epoch: int) -> ErrorCode:
+    """Kafka's fencing of a controller request (``KafkaApis.isBrokerEpochStale``): an older controller epoch than the
+    newest heard is a zombie's; a broker epoch below this broker's own was meant for an earlier incarnation. A broker
+    epoch *above* its own is not stale: after a session expiry the controller sees the new registration and may send
+    its first request before the broker has read back its own new epoch (the lab's pause fault hit exactly that
+    window, and refusing left the broker following nothing until the next leader change). -1: not stamped."""
+    if controller_epoch < newest_controller_epoch:
+        return ErrorCode.stale_controller_epoch
+    if broker_epoch != -1 and broker_epoch < own_broker_epoch:
+        return ErrorCode.stale_broker_epoch
+    return ErrorCode.none
+
+
 class ControllerRequests:
     def __init__(self, membership: Membership, replicas: ReplicaManager, metadata: MetadataCache,
                  on_topic_deleted: Callable[[str], None]) -> None:
@@ -45,12 +58,10 @@ class ControllerRequests:
         self._topic_ids: dict[str, uuid.UUID] = {}
 
     def _check_epochs(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        if controller_epoch < self.controller_epoch:
-            return ErrorCode.stale_controller_epoch
-        if broker_epoch not in (-1, self.membership.broker_epoch):
-            return ErrorCode.stale_broker_epoch
-        self.controller_epoch = controller_epoch
-        return ErrorCode.none
+        error = fence(controller_epoch, broker_epoch, self.controller_epoch, self.membership.broker_epoch)
+        if error == ErrorCode.none:
+            self.controller_epoch = controller_epoch
+        return error
 
     async def leader_and_isr(self, req: creq.LeaderAndIsrRequest) -> creq.LeaderAndIsrResponse:
         async with self._apply_lock:

@@ -1,0 +1,105 @@
+"""One nemesis run: a lab, two topics under load, a schedule of faults, every fault healed, the log read back and
+checked. Used by the CI test (a fixed seed, every fault kind once), ``make lab ARGS=run`` and bench/nemesis.py.
+
+The topics are the two contracts the checker knows: ``lossless`` (RF 3, min.insync.replicas=2, unclean election
+off, an idempotent acks=all producer) and ``leader-acks`` (RF 3, min.insync.replicas=1, an acks=1 producer); a
+consumer group reads both and commits as it goes. The nemesis's ``leader:<p>`` targets are leaders of ``lossless``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.admin import create_topic
+from odradek.client import KafkaConnection
+from odradek.errors import ErrorCode
+from odradek.lab.checker import ACKS_ALL_IDEMPOTENT, ACKS_ONE, FaultWindow, History, Report, check
+from odradek.lab.cluster import Lab
+from odradek.lab.nemesis import FaultEvent, Nemesis, draw, format_schedule
+from odradek.lab.processes import wait_until
+from odradek.lab.workload import GroupConsumers, ProducerWorkload, read_final
+
+__all__ = ["LOSSLESS", "NemesisRun", "run"]
+
+LOSSLESS, LEADER_ACKS = "lossless", "leader-acks"
+PARTITIONS = 3
+
+
+@dataclass
+class NemesisRun:
+    seed: int
+    schedule: str
+    events: list[FaultEvent]
+    report: Report
+    started: float
+    seconds: float
+    base_dir: Path
+
+    def summary(self) -> str:
+        healed = sum(e.healthy is not None for e in self.events)
+        return (f"seed {self.seed}: {len(self.events)} faults ({healed} healed to full ISR in time), "
+                f"{self.report.records_checked} acknowledged records checked, "
+                f"{len(self.report.anomalies())} anomalies, {self.seconds:.0f}s")
+
+
+def _caught_up(history: History) -> bool:
+    """The group has read at or past every acknowledged offset of the lossless topics (before it stops, so its last
+    reads count; acks=1's lost offsets may never come)."""
+    read: dict[tuple[str, int], int] = {}
+    for r in list(history.reads):
+        read[(r.topic, r.partition)] = max(read.get((r.topic, r.partition), -1), r.offset)
+    return all(read.get((a.topic, a.partition), -1) >= a.offset for a in list(history.acks)
+               if history.semantics[a.topic].lossless)
+
+
+def run(seed: int, faults: int | None = None, *, hold_s: tuple[float, float] = (4.0, 7.0), rate: float = 150.0,
+        base_dir: Path | None = None, say: Callable[[str], None] = print) -> NemesisRun:
+    """``faults=None``: every fault kind once, in the seed's order."""
+    schedule = draw(seed, faults, partitions=PARTITIONS, brokers=3, hold_s=hold_s)
+    text = format_schedule(seed, schedule)
+    say(text)
+    t0 = time.time()
+    topics = {LOSSLESS: PARTITIONS, LEADER_ACKS: PARTITIONS}
+    history = History({LOSSLESS: ACKS_ALL_IDEMPOTENT, LEADER_ACKS: ACKS_ONE}, dict(topics), started=t0)
+    with Lab(base_dir=base_dir) as lab:
+        say(f"lab: {lab.describe()} (logs in {lab.base_dir})")
+        with KafkaConnection(lab.bootstrap) as conn:
+            for topic, min_isr in ((LOSSLESS, "2"), (LEADER_ACKS, "1")):
+                error, message = create_topic(conn, topic, PARTITIONS, 3, {
+                    "min.insync.replicas": min_isr, "unclean.leader.election.enable": "false"})
+                if error != ErrorCode.none:
+                    raise RuntimeError(f"creating {topic}: {error.name} {message}")
+        wait_until(lambda: lab.healthy(topics), 60, "both topics online with full ISRs")
+        producers = [
+            ProducerWorkload("p-all", lab.bootstrap, LOSSLESS, history, acks="all", idempotent=True, rate=rate),
+            ProducerWorkload("p-one", lab.bootstrap, LEADER_ACKS, history, acks="1", idempotent=False,
+                             rate=rate / 2),
+        ]
+        for p in producers:
+            p.start()
+        consumers = GroupConsumers(lab.bootstrap, "lab-group", [LOSSLESS, LEADER_ACKS], history).start()
+        try:
+            wait_until(lambda: len(history.acks) >= 200, 60, "the workloads under way")
+            events = Nemesis(lab, LOSSLESS, topics, say=say).run(schedule)
+            wait_until(lambda: lab.healthy(topics), 90, "the cluster whole after the last fault")
+            settle = len(history.acks) + 200
+            wait_until(lambda: len(history.acks) >= settle, 60, "acknowledgements after the last fault")
+        finally:
+            for p in producers:
+                p.stop()
+            try:
+                wait_until(lambda: _caught_up(history), 60, "the group reading every acknowledged record")
+            finally:
+                consumers.stop()
+        history.final_committed = consumers.final_committed(topics)
+        history.final = read_final(lab.bootstrap, topics)
+        history.faults = [FaultWindow(f"{e.fault.kind.value}: {e.resolved}", e.started, e.healed) for e in events]
+        report = check(history)
+        base = lab.base_dir
+    result = NemesisRun(seed, text, events, report, t0, time.time() - t0, base)
+    say(report.format(t0))
+    say(result.summary())
+    return result
