@@ -173,8 +173,10 @@ def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> No
 def _mount_subcommands() -> None:
     from odradek.cli_assign import assign
     from odradek.cli_cluster import register
+    from odradek.cli_transactions import transactions
 
     main.add_command(assign)
+    main.add_command(transactions)
     register(main)
 
 
