@@ -281,7 +281,10 @@ def _print(title: str, columns: list[str], rows: Iterable[Iterable[object]]) -> 
         table.add_column(name)
     for row in rows:
         table.add_row(*(str(v) for v in row))
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=1_000)  # piped or captured: whole values, never columns squeezed to 80 characters
+    console.print(table)
 
 
 @click.command()
