@@ -1,7 +1,8 @@
 """DescribeTransactions (key 65), version 0.
 
 For each transactional id this broker coordinates: its state (Kafka's names: Empty, Ongoing, PrepareCommit, ...),
-producer id and epoch, timeout, start time (-1 without a transaction) and the partitions still in the transaction.
+producer id and epoch, timeout, start time (-1 in state Empty, as Kafka sends it) and the partitions still in the
+transaction.
 Ids of partitions coordinated elsewhere are NOT_COORDINATOR, of partitions being loaded COORDINATOR_LOAD_IN_PROGRESS,
 unknown (or expiring) ids TRANSACTIONAL_ID_NOT_FOUND, an empty id INVALID_REQUEST.
 """
@@ -26,9 +27,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for tid in request.transactional_ids:
         error, meta = coordinator.describe(tid)
         if meta is None:
+            # Kafka leaves the other fields at their schema defaults: "" and zeros
             states.append(state_cls(error_code=error, transactional_id=tid, transaction_state="",
-                                    transaction_timeout=datetime.timedelta(0), transaction_start_time=_time(-1),
-                                    producer_id=-1, producer_epoch=-1, topics=()))
+                                    transaction_timeout=datetime.timedelta(0), transaction_start_time=_time(0),
+                                    producer_id=0, producer_epoch=0, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
         for tp in sorted(meta.partitions):
