@@ -25,7 +25,6 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
 
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
@@ -56,7 +55,7 @@ from odradek.broker.group.timers import Timers
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
-from odradek.protocol.records import ATTR_TRANSACTIONAL, encode_batch
+from odradek.protocol.records import CONTROL_COMMIT, encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -1365,7 +1364,10 @@ class GroupCoordinator:
         if producer is None:
             batch = encode_batch(entries, timestamp_ms=self._clock.now_ms())
         else:
-            batch = _transactional_batch(entries, producer, self._clock.now_ms())
+            # Kafka's GroupMetadataManager.storeOffsets for a TxnOffsetCommit: the producer's id and epoch, no
+            # sequence, the transactional attribute.
+            batch = encode_batch(entries, timestamp_ms=self._clock.now_ms(), producer_id=producer[0],
+                                 producer_epoch=producer[1], transactional=True)
         task = asyncio.ensure_future(self._log.append(partition, batch))
         try:
             await asyncio.wait_for(asyncio.shield(task), self.config.offsets_commit_timeout_ms / 1000)
@@ -1418,35 +1420,19 @@ class GroupCoordinator:
 
 
 _CONTROL_KEY = struct.Struct(">hh")
-_COMMIT_MARKER = 1
-_CRC = struct.Struct(">I")
-_ATTRIBUTES = struct.Struct(">h")
-_ATTRIBUTES_AT = 21
-_CRC_AT = 17
 
 
 def _control_is_commit(records: Sequence[Any]) -> bool:
     """A control batch's record key is Kafka's ControlRecordType: int16 version, int16 type (0 ABORT, 1 COMMIT)."""
     for record in records:
         if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
-            return bool(_CONTROL_KEY.unpack_from(record.key)[1] == _COMMIT_MARKER)
+            return bool(_CONTROL_KEY.unpack_from(record.key)[1] == CONTROL_COMMIT)
     return False
 
 
 def _is_offset_key(raw_key: bytes) -> bool:
     """Key versions 0 and 1 are OffsetCommitKey; 2 is GroupMetadataKey."""
     return len(raw_key) >= 2 and raw_key[0] == 0 and raw_key[1] in (0, 1)
-
-
-def _transactional_batch(entries: Sequence[Any], producer: tuple[int, int], timestamp_ms: int) -> bytearray:
-    """A batch with the producer's id and epoch, no sequence and the transactional attribute set (Kafka's
-    GroupMetadataManager.storeOffsets for a TxnOffsetCommit); the CRC is recomputed over the new attributes."""
-    producer_id, producer_epoch = producer
-    batch = encode_batch(entries, timestamp_ms=timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch)
-    (attributes,) = _ATTRIBUTES.unpack_from(batch, _ATTRIBUTES_AT)
-    _ATTRIBUTES.pack_into(batch, _ATTRIBUTES_AT, attributes | ATTR_TRANSACTIONAL)
-    _CRC.pack_into(batch, _CRC_AT, crc32c.crc32c(memoryview(batch)[_ATTRIBUTES_AT:]))
-    return batch
 
 
 def _consume_result(task: asyncio.Future[Any]) -> None:
