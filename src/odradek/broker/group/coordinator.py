@@ -25,7 +25,6 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
 from odradek.broker.group.offsets_log import OffsetsLog
