@@ -4,20 +4,16 @@ the broker's state stays usable (a correct transaction afterwards still commits)
 from __future__ import annotations
 
 import datetime
-import sys
-import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.index import load_request_schema
+from txn_requests import add_partitions, call, end_txn, init, nested, produce_txn, wait_for_state
 
 from brokers import BrokerProcess
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode as E
-from odradek.protocol.records import encode_batch
 
 TOPIC = "bad-txn"
 
@@ -30,57 +26,6 @@ def conn(broker: BrokerProcess) -> Iterator[KafkaConnection]:
         found = call(c, 10, 3, key="warm-up", key_type=1)  # creates __transaction_state
         assert found.error_code is E.none
         yield c
-
-
-def call(c: KafkaConnection, api: int, version: int, /, **values: Any) -> Any:
-    cls = load_request_schema(api, version)
-    return c.request(api, cls(**values), version)
-
-
-def nested(api: int, version: int, name: str) -> Any:
-    return getattr(sys.modules[load_request_schema(api, version).__module__], name)
-
-
-def init(c: KafkaConnection, tid: str, version: int = 4, **extra: Any) -> Any:
-    values: dict[str, Any] = {"transactional_id": tid, "transaction_timeout": datetime.timedelta(seconds=60)}
-    if version >= 3:
-        values.update(producer_id=-1, producer_epoch=-1)
-    values.update(extra)
-    deadline = time.monotonic() + 30
-    while True:
-        answer = call(c, 22, version, **values)
-        # right after the topic is created its partitions may still be loading
-        if answer.error_code is not E.coordinator_load_in_progress or time.monotonic() > deadline:
-            return answer
-        time.sleep(0.05)
-
-
-def add_partitions(c: KafkaConnection, tid: str, pid: int, epoch: int, parts: list[tuple[str, int]],
-                   version: int = 3) -> dict[tuple[str, int], E]:
-    topic_cls = nested(24, version, "AddPartitionsToTxnTopic")
-    by_topic: dict[str, list[int]] = {}
-    for t, p in parts:
-        by_topic.setdefault(t, []).append(p)
-    answer = call(c, 24, version, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
-                  v3_and_below_producer_epoch=epoch,
-                  v3_and_below_topics=tuple(topic_cls(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
-    return {(t.name, r.partition_index): r.partition_error_code
-            for t in answer.results_by_topic_v3_and_below for r in t.results_by_partition}
-
-
-def end_txn(c: KafkaConnection, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> E:
-    answer = call(c, 26, version, transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
-    return E(answer.error_code)
-
-
-def produce_txn(c: KafkaConnection, tid: str, pid: int, epoch: int, partition: int, seq: int = 0) -> E:
-    batch = bytes(encode_batch([(None, b"v", [])], timestamp_ms=int(time.time() * 1000), producer_id=pid,
-                               producer_epoch=epoch, base_sequence=seq, transactional=True))
-    data_cls = nested(0, 9, "TopicProduceData")
-    part_cls = nested(0, 9, "PartitionProduceData")
-    answer = call(c, 0, 9, transactional_id=tid, acks=-1, timeout=datetime.timedelta(seconds=10),
-                  topic_data=(data_cls(name=TOPIC, partition_data=(part_cls(index=partition, records=batch),)),))
-    return E(answer.responses[0].partition_responses[0].error_code)
 
 
 def test_unknown_ids_and_producers(conn: KafkaConnection) -> None:
@@ -126,12 +71,9 @@ def test_out_of_order_transitions_and_stale_epochs(conn: KafkaConnection) -> Non
         ("__consumer_offsets", 0): E.topic_authorization_failed}
     # the current producer still works: commit, a retried commit, then abort of a finished commit
     assert add_partitions(conn, tid, pid, epoch + 1, [(TOPIC, 0)]) == {(TOPIC, 0): E.none}
-    assert produce_txn(conn, tid, pid, epoch + 1, 0) is E.none
+    assert produce_txn(conn, TOPIC, tid, pid, epoch + 1, 0) is E.none
     assert end_txn(conn, tid, pid, epoch + 1, True) is E.none
-    deadline = time.monotonic() + 30
-    while call(conn, 65, 0, transactional_ids=(tid,)).transaction_states[0].transaction_state != "CompleteCommit":
-        assert time.monotonic() < deadline, "the commit never completed"
-        time.sleep(0.05)
+    wait_for_state(conn, tid, "CompleteCommit")
     assert end_txn(conn, tid, pid, epoch + 1, True) is E.none
     assert end_txn(conn, tid, pid, epoch + 1, False) is E.invalid_txn_state
 
@@ -141,9 +83,10 @@ def test_produce_to_a_partition_not_in_the_transaction(conn: KafkaConnection) ->
     ok = init(conn, tid)
     pid, epoch = ok.producer_id, ok.producer_epoch
     assert add_partitions(conn, tid, pid, epoch, [(TOPIC, 0)]) == {(TOPIC, 0): E.none}
-    assert produce_txn(conn, tid, pid, epoch, 1) is E.invalid_txn_state  # KIP-890: partition 1 was never added
-    assert produce_txn(conn, tid, pid, epoch + 1, 0) is E.invalid_producer_epoch  # an epoch the coordinator never gave
-    assert produce_txn(conn, tid, pid, epoch, 0) is E.none
+    assert produce_txn(conn, TOPIC, tid, pid, epoch, 1) is E.invalid_txn_state  # KIP-890: partition 1 was never added
+    # an epoch the coordinator never gave
+    assert produce_txn(conn, TOPIC, tid, pid, epoch + 1, 0) is E.invalid_producer_epoch
+    assert produce_txn(conn, TOPIC, tid, pid, epoch, 0) is E.none
     producers = call(conn, 61, 0, topics=(nested(61, 0, "TopicRequest")(name=TOPIC, partition_indexes=(0, 1)),))
     p0, p1 = producers.topics[0].partitions
     assert [(s.producer_id, s.producer_epoch, s.current_txn_start_offset) for s in p0.active_producers] == [

@@ -187,3 +187,28 @@ def test_silent_producer_is_aborted_after_its_timeout(txn_broker: BrokerProcess)
     check_visibility(bs, topic, [b"later0", b"later1"], [b"hung%d" % i for i in range(4)])
     with pytest.raises(KafkaException):
         silent.commit_transaction(30)  # its epoch was bumped by the abort: fenced
+
+
+def test_transaction_state_survives_a_restart(txn_broker: BrokerProcess) -> None:
+    """What the coordinator reads back from ``__transaction_state`` after a restart: a committed transaction stays
+    committed, and an open one is aborted when the next producer of its id arrives."""
+    bs = txn_broker.bootstrap
+    topic = new_topic(bs)
+    tid = "restart-" + uuid.uuid4().hex[:6]
+    first = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    first.init_transactions(30)
+    first.begin_transaction()
+    first.produce(topic, b"kept", partition=0)
+    first.commit_transaction(30)
+    first.begin_transaction()
+    for i in range(2):
+        first.produce(topic, b"open%d" % i, partition=i % PARTITIONS)
+    first.flush(30)
+    txn_broker.restart()
+    bs = txn_broker.bootstrap
+    successor = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    successor.init_transactions(60)
+    successor.begin_transaction()
+    successor.produce(topic, b"successor", partition=1)
+    successor.commit_transaction(30)
+    check_visibility(bs, topic, [b"kept", b"successor"], [b"open0", b"open1"])

@@ -1,8 +1,12 @@
-"""A transaction coordinator that dies between PrepareCommit and its markers: the next leader of its
-``__transaction_state`` partition loads the PrepareCommit and finishes the commit (three brokers, RF 3).
+"""Transactions across brokers (three, RF 3 for ``__transaction_state``).
 
-The dying coordinator is made to stop right after the client was answered: its marker sender is replaced by one that
-only records (as if the process died at that instant), then the broker is killed. Everything else is real.
+A transaction coordinator that dies between PrepareCommit and its markers: the next leader of its
+``__transaction_state`` partition loads the PrepareCommit and finishes the commit. The dying coordinator is made to
+stop right after the client was answered: its marker sender is replaced by one that only records (as if the process
+died at that instant), then the broker is killed. Everything else is real.
+
+A partition led by another broker than the coordinator: its leader verifies a transactional produce with
+AddPartitionsToTxn ``verify_only`` over the network, and the coordinator writes its marker with WriteTxnMarkers.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from odradek.broker.txn.coordinator import partition_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 from harness import ThreadedCluster
-from workload import create_replicated_topic
+from txn_requests import add_partitions, call, end_txn, init, nested, produce_txn, wait_for_state
+from workload import create_replicated_topic, create_topic_with_assignment
+
+from odradek.client import KafkaConnection
+from odradek.errors import ErrorCode as E
 
 TOPIC, PARTITIONS = "failover-txn", 2
 
@@ -97,3 +105,31 @@ def test_new_coordinator_completes_a_commit_its_predecessor_prepared(cluster: Th
     producer.produce(TOPIC, b"after", partition=0)
     producer.commit_transaction(60)
     assert read_committed(bootstrap, len(values) + 1) == sorted([*values, b"after"])
+
+
+def test_partition_led_elsewhere_is_verified_and_marked_over_the_network(cluster: ThreadedCluster) -> None:
+    tid = "remote-" + uuid.uuid4().hex[:6]
+    with KafkaConnection(cluster.bootstrap) as any_broker:
+        assert call(any_broker, 10, 3, key=tid, key_type=1).error_code is E.none  # creates __transaction_state
+    coordinator = cluster.leader_of(TRANSACTION_STATE_TOPIC, partition_for(tid, 50))
+    other = next(b for b in (0, 1, 2) if b != coordinator)
+    create_topic_with_assignment(cluster.bootstrap, "remote", {0: [other], 1: [other]})
+    wait_for(lambda: cluster.leader_of("remote", 1) == other, 30, what="the topic's leader")
+    with KafkaConnection(f"127.0.0.1:{cluster.broker(coordinator).port}") as coord, \
+            KafkaConnection(f"127.0.0.1:{cluster.broker(other).port}") as leader:
+        ok = init(coord, tid)
+        pid, epoch = ok.producer_id, ok.producer_epoch
+        assert add_partitions(coord, tid, pid, epoch, [("remote", 0)]) == {("remote", 0): E.none}
+        assert produce_txn(leader, "remote", tid, pid, epoch, 1) is E.invalid_txn_state  # never added
+        assert produce_txn(leader, "remote", tid, pid, epoch, 0) is E.none
+        assert end_txn(coord, tid, pid, epoch, True) is E.none
+        wait_for_state(coord, tid, "CompleteCommit")  # the marker was acknowledged by the other broker
+        described = call(leader, 61, 0, topics=(nested(61, 0, "TopicRequest")(name="remote", partition_indexes=(0,)),))
+        [state] = described.topics[0].partitions[0].active_producers
+        assert (state.producer_id, state.current_txn_start_offset) == (pid, -1)  # no transaction open any more
+        # a stale coordinator epoch is refused by the partition leader
+        marker_cls, topic_cls = nested(27, 1, "WritableTxnMarker"), nested(27, 1, "WritableTxnMarkerTopic")
+        stale = call(leader, 27, 1, markers=(marker_cls(
+            producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=-1,
+            topics=(topic_cls(name="remote", partition_indexes=(0,)),)),))
+        assert stale.markers[0].topics[0].partitions[0].error_code is E.transaction_coordinator_fenced
