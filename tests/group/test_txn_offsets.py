@@ -196,3 +196,19 @@ def test_loader_ignores_a_marker_without_pending_offsets() -> None:
         assert h.coord.fetch_offsets("g", None) == (E.none, {})
 
     asyncio.run(main())
+
+
+def test_unloading_forgets_pending_offsets_and_reloading_restores_them() -> None:
+    async def main() -> None:
+        h = Harness()
+        await h.load()
+        assert await txn_commit(h, 10) is E.none
+        h.coord.unload_partition(0)
+        assert h.coord._producer_groups == {}
+        await h.coord.complete_transaction(0, PID, True)  # not coordinating: nothing to do here
+        await h.load()
+        assert visible(h) is None and h.coord.unstable_offsets("g", [TP]) == {TP}
+        await write_marker(h, PID, commit=True)
+        assert visible(h) == 10
+
+    asyncio.run(main())

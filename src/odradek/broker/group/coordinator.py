@@ -302,9 +302,14 @@ class GroupCoordinator:
         self._load_epoch[partition] += 1
         self._loading.discard(partition)
         self._owned.discard(partition)
+        self._completed_while_loading.pop(partition, None)
         for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(group_id)
             self._on_group_unloaded(group)
+        for producer_id, group_ids in list(self._producer_groups.items()):
+            group_ids -= {g for g in group_ids if self.partition_for(g) == partition}
+            if not group_ids:
+                del self._producer_groups[producer_id]
 
     def _on_group_unloaded(self, group: Group) -> None:
         for member in group.members.values():
