@@ -56,6 +56,7 @@ def run(bootstrap: str, topic: str, seconds: float, transactional: bool, round_n
         producer.init_transactions(30)
     failures = [0]
     sent = commits = 0
+    flushing = committing = 0.0
     start = time.perf_counter()
     end = start + seconds
     while time.perf_counter() < end:
@@ -70,12 +71,19 @@ def run(bootstrap: str, topic: str, seconds: float, transactional: bool, round_n
             if time.perf_counter() >= txn_end:
                 break
         if transactional:
-            producer.commit_transaction(60)  # flushes, then EndTxn; its markers reach every partition
+            before = time.perf_counter()
+            producer.flush(60)  # commit_transaction would flush first anyway: timed apart from EndTxn
+            flushed = time.perf_counter()
+            producer.commit_transaction(60)  # EndTxn; the coordinator writes the markers to every partition
+            flushing += flushed - before
+            committing += time.perf_counter() - flushed
             commits += 1
     producer.flush(120)
     elapsed = time.perf_counter() - start
     return {"msg_s": sent / elapsed, "mb_s": sent * len(VALUE) / elapsed / 1e6, "failed": failures[0],
-            "commits": commits, "txn_ms": elapsed * 1000 / commits if commits else 0.0}
+            "commits": commits, "txn_ms": elapsed * 1000 / commits if commits else 0.0,
+            "flush_ms": flushing * 1000 / commits if commits else 0.0,
+            "commit_ms": committing * 1000 / commits if commits else 0.0}
 
 
 def main() -> None:
@@ -94,9 +102,11 @@ def main() -> None:
                 r = run(bootstrap, topic, args.seconds, transactional, round_no)
                 results[transactional].append(r)
                 kind = "transactional" if transactional else "idempotent"
-                print(f"round {round_no} {kind:13s} {r['mb_s']:7.1f} MB/s {r['msg_s']:9,.0f} msg/s "
-                      f"failed={r['failed']:.0f}" + (f" commits={r['commits']:.0f} ({r['txn_ms']:.0f} ms each)"
-                                                     if transactional else ""), flush=True)
+                line = f"round {round_no} {kind:13s} {r['mb_s']:7.1f} MB/s {r['msg_s']:9,.0f} msg/s failed={r['failed']:.0f}"
+                if transactional:
+                    line += (f" commits={r['commits']:.0f} ({r['txn_ms']:.0f} ms each, {r['flush_ms']:.0f} ms flushing,"
+                             f" {r['commit_ms']:.0f} ms in EndTxn)")
+                print(line, flush=True)
     plain = statistics.median(r["mb_s"] for r in results[False])
     txn = statistics.median(r["mb_s"] for r in results[True])
     print(f"median: idempotent {plain:.1f} MB/s, transactional {txn:.1f} MB/s, "
