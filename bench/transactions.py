@@ -102,7 +102,8 @@ def main() -> None:
                 r = run(bootstrap, topic, args.seconds, transactional, round_no)
                 results[transactional].append(r)
                 kind = "transactional" if transactional else "idempotent"
-                line = f"round {round_no} {kind:13s} {r['mb_s']:7.1f} MB/s {r['msg_s']:9,.0f} msg/s failed={r['failed']:.0f}"
+                line = f"round {round_no} {kind:13s} {r['mb_s']:7.1f} MB/s {r['msg_s']:9,.0f} msg/s"
+                line += f" failed={r['failed']:.0f}"
                 if transactional:
                     line += (f" commits={r['commits']:.0f} ({r['txn_ms']:.0f} ms each, {r['flush_ms']:.0f} ms flushing,"
                              f" {r['commit_ms']:.0f} ms in EndTxn)")
