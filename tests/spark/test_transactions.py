@@ -66,17 +66,19 @@ def test_isolation_and_transactional_options() -> None:
         parse_sink_options({**sink, "transactionalIdPrefix": " "})
 
 
-def _transaction(broker: Broker, topic: str, values: list[bytes], *, commit: bool, tid: str) -> None:
+def _transaction(broker: Broker, topic: str, values: list[bytes], *, commit: bool | None, tid: str) -> Producer:
+    """Commit, abort, or (None) leave the transaction open."""
     producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid, "linger.ms": 5})
     producer.init_transactions(60)
     producer.begin_transaction()
     for i, v in enumerate(values):
         producer.produce(topic, value=v, partition=i % 2)
     producer.flush(60)
-    if commit:
+    if commit is True:
         producer.commit_transaction(60)
-    else:
+    elif commit is False:
         producer.abort_transaction(60)
+    return producer
 
 
 @pytest.mark.spark
@@ -88,14 +90,21 @@ def test_read_committed_source_skips_aborted_records(spark, reader, broker: Brok
     _transaction(broker, topic, aborted, commit=False, tid=f"{topic}-2")
     broker.produce(topic, [{"value": b"plain", "partition": 0}])
     _transaction(broker, topic, committed[20:], commit=True, tid=f"{topic}-1")
+    # An open transaction holds each partition's last stable offset: neither it nor what follows it is read.
+    pending = [b"p0", b"p1"]
+    open_txn = _transaction(broker, topic, pending, commit=None, tid=f"{topic}-3")
+    broker.produce(topic, [{"value": b"after-open", "partition": 0}])
 
     def values(isolation: str) -> list[bytes]:
         rows = reader().option("subscribe", topic).option("kafka.isolation.level", isolation).load().collect()
         return sorted(r.value for r in rows)
 
-    assert values("read_committed") == sorted([*committed, b"plain"])
-    # read_uncommitted sees the aborted records too, and neither ever sees a control batch.
-    assert values("read_uncommitted") == sorted([*committed, *aborted, b"plain"])
+    try:
+        assert values("read_committed") == sorted([*committed, b"plain"])
+        # read_uncommitted reads to the high watermark, aborted records included; neither sees a control batch.
+        assert values("read_uncommitted") == sorted([*committed, *aborted, *pending, b"plain", b"after-open"])
+    finally:
+        open_txn.abort_transaction(60)
 
 
 @pytest.mark.spark
