@@ -402,3 +402,36 @@ def test_control_batches_keep_their_header_fields_in_the_log(open_log) -> None:
     assert header.is_control and header.is_transactional
     assert (header.base_offset, header.producer_id, header.producer_epoch, header.base_sequence) == (offset, A, 5, -1)
     assert control_type(data) == CONTROL_COMMIT
+
+
+def test_a_segment_recovered_after_a_clean_shutdown_rebuilds_only_its_own_index(open_log, tmp_path, clock) -> None:
+    log = open_log()
+    a, b = Txn(log, A), Txn(log, B)
+    a.send(1)
+    a.end(commit=False)  # 1, indexed in segment 0
+    log.roll()
+    b.send(1)
+    b.end(commit=False)  # 3, indexed in segment 2
+    log.roll()
+    log.append_as_leader(*batch(1), 0, T0)
+    log.close()
+    (tmp_path / "topic-0" / f"{0:020d}.index").write_bytes(b"\x01\x02\x03")  # untrustworthy: segment 0 is recovered
+    (tmp_path / "topic-0" / f"{0:020d}.txnindex").unlink()
+    log = _reopen(tmp_path, clock, recovery_point=5, clean_shutdown=True, high_watermark=5)
+    assert txnindex_bytes(log, 0) == kafka_entry(A, 0, 1, 2)
+    assert txnindex_bytes(log, 2) == kafka_entry(B, 2, 3, 4), "the loaded segment's index is left as it was"
+    log.close()
+
+
+def test_a_marker_written_during_verification_invalidates_it(open_log) -> None:
+    """KIP-890: the produce path asks the coordinator before a transaction's first batch; if the transaction ends
+    meanwhile, the answer is stale and the batch must not open a new transaction."""
+    log = open_log()
+    token = log.start_txn_verification(A)
+    assert log.txn_verification_current(A, token)
+    log.append_marker(A, 0, 0, False, 0, T0)
+    assert not log.txn_verification_current(A, token)
+    token = log.start_txn_verification(A)
+    Txn(log, A).send(1)  # the transaction opens: verification is over
+    assert log.has_ongoing_transaction(A, 0) and not log.has_ongoing_transaction(A, 1)
+    assert not log.txn_verification_current(A, token)

@@ -166,12 +166,11 @@ class PartitionLog:
         if not self._segments:
             self._add_segment(self._new_segment(max(0, checkpoint_log_start), now))
         recover_from = 0 if recovery_point <= 0 else self._segment_index_for(recovery_point)
-        txn_index_from: int | None = None  # the first recovered segment's base: its .txnindex is rebuilt
+        rebuild: set[LogSegment] = set()  # recovered segments: their .txnindex is rebuilt from their markers
         for i, segment in enumerate(list(self._segments)):
             needs_recovery = (not clean_shutdown and i >= recover_from) or not segment.load()
             if needs_recovery:
-                if txn_index_from is None:
-                    txn_index_from = segment.base_offset
+                rebuild.add(segment)
                 segment.txn_index.reset()
                 outcome = segment.recover(self._on_recovered_batch)
                 if outcome.dropped_bytes:
@@ -191,7 +190,7 @@ class PartitionLog:
         self._log_start_offset = min(max(checkpoint_log_start, self._segments[0].base_offset), leo)
         self._epochs.truncate_from_end(leo)
         self._epochs.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state(txn_index_from)
+        self._rebuild_producer_state({s for s in rebuild if s in self._segments})
         for segment in self._segments:
             if segment.unflushed or segment is not self._active or segment.txn_index.unsynced:
                 segment.flush()
@@ -233,16 +232,17 @@ class PartitionLog:
                 if path.exists():
                     os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
 
-    def _rebuild_producer_state(self, txn_index_from: int | None = None) -> None:
+    def _rebuild_producer_state(self, rebuild_index: set[LogSegment] | None = None) -> None:
         """Snapshot at or below the LEO, then the batches after it (headers carry all producer state; markers
-        are read for their type and coordinator epoch). With ``txn_index_from``, the snapshot must be at or
-        below it, and every ABORT marker from there on is written to its segment's (reset) ``.txnindex``.
+        are read for their type and coordinator epoch). With ``rebuild_index`` (segments whose ``.txnindex`` was
+        reset), the snapshot must be at or below the first of them, and every ABORT marker in them is written to
+        their index again.
 
         Without a usable snapshot the whole log is replayed, as Kafka does: a transaction opened many segments
         ago is still open until its marker, and forgetting it would expose its records to READ_COMMITTED.
         """
         leo = self.log_end_offset
-        upto = leo if txn_index_from is None else min(leo, txn_index_from)
+        upto = min([leo, *(s.base_offset for s in rebuild_index or ())])
         loaded = producer_state.load_latest_snapshot(self.directory, upto, delete_above=leo)
         if loaded is not None and loaded[1] >= self._segments[0].base_offset:
             self._producers, start = loaded
@@ -253,8 +253,7 @@ class PartitionLog:
             if header.producer_id < 0:
                 continue
             marker = self._read_marker(segment, position, header) if header.is_control else None
-            write_index = txn_index_from is not None and header.base_offset >= txn_index_from
-            self._apply_producer_state(segment, header, marker, write_index)
+            self._apply_producer_state(segment, header, marker, rebuild_index is not None and segment in rebuild_index)
         self._producers.truncate_head(self._log_start_offset)
 
     def _read_marker(self, segment: LogSegment, position: int, header: BatchHeader) -> EndTxnMarker | None:
@@ -522,7 +521,7 @@ class PartitionLog:
         """Before asking the coordinator whether a transaction includes this partition (KIP-890): a token that
         a marker written meanwhile invalidates (see :meth:`txn_verification_current`)."""
         with self._lock:
-            return self._producers.start_verification(producer_id)
+            return self._producers.start_verification(producer_id, self.clock.now_ms())
 
     def txn_verification_current(self, producer_id: int, token: object) -> bool:
         with self._lock:

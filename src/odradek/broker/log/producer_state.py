@@ -98,7 +98,7 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self._ongoing: dict[int, int] = {}  # first offset -> producer id, transactions without a marker
         self._unreplicated: dict[int, tuple[int, int]] = {}  # first offset -> (producer id, marker offset)
-        self._verifications: dict[int, object] = {}
+        self._verifications: dict[int, tuple[object, int]] = {}  # producer -> (token, when it was made)
 
     # --- what others read -----------------------------------------------------------------------------------
 
@@ -129,13 +129,14 @@ class ProducerStateManager:
 
     # --- KIP-890 verification ---------------------------------------------------------------------------------
 
-    def start_verification(self, producer_id: int) -> object:
+    def start_verification(self, producer_id: int, now_ms: int) -> object:
         """A token for a transaction about to be verified with the coordinator; a marker written meanwhile
         invalidates it, so a late first batch cannot reopen a transaction that was just ended."""
-        return self._verifications.setdefault(producer_id, object())
+        return self._verifications.setdefault(producer_id, (object(), now_ms))[0]
 
     def verification_current(self, producer_id: int, token: object) -> bool:
-        return self._verifications.get(producer_id) is token
+        found = self._verifications.get(producer_id)
+        return found is not None and found[0] is token
 
     # --- checks (pure) ------------------------------------------------------------------------------------------
 
@@ -273,7 +274,8 @@ class ProducerStateManager:
         for pid in [p for p, e in self.producers.items()
                     if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]:
             del self.producers[pid]
-            self._verifications.pop(pid, None)
+        for pid in [p for p, (_t, since) in self._verifications.items() if now_ms - since >= expiration_ms]:
+            del self._verifications[pid]  # asked about, then never written (Kafka expires these alike)
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Producers whose last batch was deleted have no state left in the log; neither do we (unless a
