@@ -4,8 +4,9 @@ the broker's state stays usable (a correct transaction afterwards still commits)
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -113,3 +114,22 @@ def test_write_txn_markers_refusals(conn: KafkaConnection) -> None:
 def test_api_versions_advertise_the_transaction_apis(conn: KafkaConnection) -> None:
     assert {k: conn.versions[k] for k in (10, 22, 24, 25, 26, 27, 61, 65, 66)} == {
         10: (0, 6), 22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
+
+
+def test_idle_transactional_id_expires(broker_factory: Callable[..., BrokerProcess]) -> None:
+    b = broker_factory("--override", "transactional.id.expiration.ms=500",
+                       "--override", "transaction.remove.expired.transaction.cleanup.interval.ms=100")
+    tid = "idle-" + uuid.uuid4().hex[:6]
+    with KafkaConnection(b.bootstrap) as c:
+        assert call(c, 10, 3, key=tid, key_type=1).error_code is E.none
+        first = init(c, tid)
+        assert first.error_code is E.none
+        deadline = time.monotonic() + 30
+        # (ListTransactions: kio cannot read DescribeTransactions' start time of -1 for an Empty id)
+        while tid in {t.transactional_id for t in call(c, 66, 0, state_filters=(), producer_id_filters=())
+                      .transaction_states}:
+            assert time.monotonic() < deadline, "the idle id never expired"
+            time.sleep(0.05)
+        assert end_txn(c, tid, first.producer_id, first.producer_epoch, True) is E.invalid_producer_id_mapping
+        again = init(c, tid)  # a new life for the id: a new producer id
+        assert again.error_code is E.none and again.producer_id != first.producer_id

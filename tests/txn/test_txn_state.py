@@ -220,3 +220,10 @@ def test_partition_for_is_kafkas_utils_abs() -> None:
     assert partition_for("my-group", 50) == 1906497762 % 50 == 12
     assert partition_for("tx1", 50) == 115245 % 50
     assert partition_for("polygenelubricants", 50) == 0  # hashCode is Integer.MIN_VALUE
+
+
+def test_a_client_cannot_end_a_transaction_being_fenced() -> None:
+    fenced = ongoing(TP("a", 0))
+    fenced.prepare_fence_producer_epoch()
+    assert decisions.decide_end_txn(fenced, 1000, 0, True, True) is E.concurrent_transactions
+    assert decisions.decide_end_txn(fenced, 1000, 0, False, True) is E.concurrent_transactions

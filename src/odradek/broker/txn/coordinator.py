@@ -444,18 +444,21 @@ class TransactionCoordinator:
         for loaded in list(self._loaded.values()):
             for meta in list(loaded.txns.values()):
                 if decisions.timed_out(meta, now_ms):
-                    transit = meta.prepare_fence_producer_epoch()
-                    log.info("aborting %s's transaction: open longer than its timeout of %d ms",
-                             meta.transactional_id, meta.txn_timeout_ms)
-                    self._spawn(self._abort_fenced(meta.transactional_id, transit))
+                    self._spawn(self._abort_timed_out(meta, loaded.coordinator_epoch, now_ms))
                     started += 1
         return started
 
-    async def _abort_fenced(self, transactional_id: str, transit: TxnTransit) -> None:
-        error, _pid, _epoch = await self._end(transactional_id, transit.producer_id, transit.producer_epoch,
+    async def _abort_timed_out(self, meta: TxnMetadata, coordinator_epoch: int, now_ms: int) -> None:
+        # checked again and fenced in the same step as the abort is prepared: nothing can come in between
+        if self._current(meta.transactional_id, coordinator_epoch) is not meta or not decisions.timed_out(meta, now_ms):
+            return
+        log.info("aborting %s's transaction: open longer than its timeout of %d ms", meta.transactional_id,
+                 meta.txn_timeout_ms)
+        transit = meta.prepare_fence_producer_epoch()
+        error, _pid, _epoch = await self._end(meta.transactional_id, transit.producer_id, transit.producer_epoch,
                                               commit=False, from_client=False)
         if error is not ErrorCode.none:
-            log.info("rolling back %s's timed-out transaction: %s", transactional_id, error.name)
+            log.info("rolling back %s's timed-out transaction: %s", meta.transactional_id, error.name)
 
     def remove_expired(self, now_ms: int) -> int:
         """Tombstone ids idle past ``transactional.id.expiration.ms``; returns how many were started."""

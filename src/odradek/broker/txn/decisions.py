@@ -98,7 +98,8 @@ def decide_end_txn(meta: TxnMetadata, producer_id: int, producer_epoch: int, com
     valid_epoch = (not from_client or producer_epoch == meta.producer_epoch) and producer_epoch >= meta.producer_epoch
     if not valid_epoch:
         return ErrorCode.producer_fenced
-    if meta.pending and meta.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
+    if meta.pending and (meta.pending_state is not TxnState.PREPARE_EPOCH_FENCE or from_client or commit):
+        # only the coordinator's own abort may follow a fence it prepared
         return ErrorCode.concurrent_transactions
     state = meta.state
     if state is TxnState.ONGOING:
