@@ -435,3 +435,15 @@ def test_a_marker_written_during_verification_invalidates_it(open_log) -> None:
     Txn(log, A).send(1)  # the transaction opens: verification is over
     assert log.has_ongoing_transaction(A, 0) and not log.has_ongoing_transaction(A, 1)
     assert not log.txn_verification_current(A, token)
+
+
+def test_batches_without_a_sequence_are_neither_duplicates_nor_out_of_order(open_log) -> None:
+    """The group coordinator writes a producer's TxnOffsetCommits with no sequence (-1), one batch per commit:
+    each is appended, none taken for a retry of the previous one."""
+    log = open_log()
+    for _ in range(3):
+        buf = encode_batch([(b"k", b"v", [])], timestamp_ms=T0, producer_id=A, producer_epoch=0, transactional=True)
+        result = log.append_as_leader(buf, [read_header(buf)], 0, T0)
+        assert not result.duplicate
+    assert log.log_end_offset == 3
+    assert log.producer_state.ongoing_transaction(A) == 0

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from odradek.broker.log.checkpoint import write_atomically
 from odradek.errors import ErrorCode, KafkaError
-from odradek.protocol.records import NO_PRODUCER_ID, BatchHeader
+from odradek.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 
 # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN: clients keep at most 5 requests in flight per partition.
 BATCHES_TO_RETAIN = 5
@@ -144,7 +144,7 @@ class ProducerStateManager:
         """A batch of this append that the log already holds (Kafka answers the whole request with its
         offsets)."""
         for header in headers:
-            if header.producer_id == NO_PRODUCER_ID:
+            if header.producer_id == NO_PRODUCER_ID or header.base_sequence == NO_SEQUENCE:
                 continue
             entry = self.producers.get(header.producer_id)
             if entry is not None:
@@ -154,8 +154,10 @@ class ProducerStateManager:
         return None
 
     def validate(self, headers: list[BatchHeader], check_sequence: bool = True) -> None:
-        """Check epochs, sequences (unless the group coordinator writes: Kafka's COORDINATOR origin) and
-        transaction state of a leader append (headers in order, before offsets are assigned)."""
+        """Check epochs, sequences and transaction state of a leader append (headers in order, before offsets
+        are assigned). Sequences are not checked for the group coordinator's batches (Kafka's COORDINATOR
+        origin), nor for any batch without one: clients cannot send those (validate_produce refuses them), the
+        broker's own transactional offset commits carry none."""
         # producer id -> (epoch, last sequence, transaction open) after the earlier batches of this same append
         pending: dict[int, tuple[int, int, bool]] = {}
         for header in headers:
@@ -174,7 +176,7 @@ class ProducerStateManager:
                     f"Epoch of producer {pid} is {epoch}, which is smaller than the last seen epoch "
                     f"{known_epoch}",
                 )
-            if not check_sequence:
+            if not check_sequence or first_seq == NO_SEQUENCE:
                 pass
             elif epoch != known_epoch:
                 if first_seq != 0 and known_epoch != NO_EPOCH:
