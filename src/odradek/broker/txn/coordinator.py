@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -173,8 +172,10 @@ class TransactionCoordinator:
         for meta in txns.values():
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 to_complete.append(self._pending_completion(meta, coordinator_epoch, now))
-        log.info("broker %d: loaded %d transactional ids from %s-%d (%d records), completing %d", self.broker_id,
-                 len(txns), TRANSACTION_STATE_TOPIC, partition, records, len(to_complete))
+        log.log(logging.INFO if records else logging.DEBUG,
+                "broker %d: loaded %d transactional ids from %s-%d at coordinator epoch %d (%d records), "
+                "completing %d", self.broker_id, len(txns), TRANSACTION_STATE_TOPIC, partition, coordinator_epoch,
+                records, len(to_complete))
         for pending in to_complete:
             self.markers.add(pending)
 
@@ -503,12 +504,6 @@ class TransactionCoordinator:
     def owned_partitions(self) -> dict[int, int]:
         """Loaded partitions and their coordinator epochs."""
         return {p: loaded.coordinator_epoch for p, loaded in self._loaded.items()}
-
-    def transactions_by_partition(self) -> dict[int, list[TxnMetadata]]:
-        out: dict[int, list[TxnMetadata]] = defaultdict(list)
-        for p, loaded in self._loaded.items():
-            out[p].extend(loaded.txns.values())
-        return out
 
     async def shutdown(self) -> None:
         self.active = False
