@@ -32,8 +32,6 @@ class PeerPool:
         endpoint = self.metadata.endpoint(broker)
         if endpoint is None:
             raise ConnectionError(f"broker {broker} is not alive")
-        if self.faults is not None and self.faults.isolated:
-            raise ConnectionError("isolated (fault injection)")
         key = (broker, endpoint[0], endpoint[1])
         lock = self._locks.setdefault(broker, asyncio.Lock())
         async with lock:
@@ -47,6 +45,9 @@ class PeerPool:
         """Send ``body`` to ``broker`` and decode its answer; any failure closes the connection and raises."""
         if self.faults is not None:
             await self.faults.resumed.wait()
+            if self.faults.isolated:  # cut off: no request leaves, and open connections go too
+                await self.close()
+                raise ConnectionError("isolated (fault injection)")
         key, conn = await self._connection(broker)
         schemas = entity_schemas(api_key, version)
         try:
