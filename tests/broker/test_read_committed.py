@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,9 @@ class Writer:
     def __init__(self, c: ThreadedCluster) -> None:
         self.c, self.part, self.seq = c, _partition(c), {A: 0, B: 0}
 
-    def send(self, pid: int, n: int = 1) -> int:
-        import time
-
+    def send(self, pid: int, n: int = 1, later_ms: int = 0) -> int:
         buf = encode_batch([(None, b"%d-%d" % (pid, self.seq[pid] + i), []) for i in range(n)],
-                           timestamp_ms=int(time.time() * 1000), producer_id=pid, producer_epoch=0,
+                           timestamp_ms=int(time.time() * 1000) + later_ms, producer_id=pid, producer_epoch=0,
                            base_sequence=self.seq[pid], transactional=True)
         self.seq[pid] += n
         return self.c.run(lambda: self.part.append_as_leader(buf, validate_produce(buf),
@@ -119,22 +118,24 @@ def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(cl
 def test_list_offsets_latest_is_the_lso_under_read_committed(cluster) -> None:
     w = Writer(cluster)
     w.send(A)
-    w.send(B, 2)
+    w.send(B, 2, later_ms=60_000)  # the largest timestamp of the partition
     w.end(A, commit=True)
-    cls = load_request_schema(2, 5)
+    cls = load_request_schema(2, 7)
     mod = sys.modules[cls.__module__]
 
-    def latest(isolation: int) -> int:
+    def latest(isolation: int, timestamp: int = -1) -> int:
         request = cls(replica_id=-1, isolation_level=isolation, topics=(mod.ListOffsetsTopic(
             name=TOPIC, partitions=(mod.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
-                                                              timestamp=-1),)),))
+                                                              timestamp=timestamp),)),))
         with KafkaConnection(cluster.bootstrap) as conn:
-            part = conn.request(2, request, 5).topics[0].partitions[0]
+            part = conn.request(2, request, 7).topics[0].partitions[0]
         assert part.error_code == ErrorCode.none
         return int(part.offset)
 
     wait_for(lambda: latest(0) == 4, what="the high watermark")
     assert latest(1) == 1, "B's transaction, open from offset 1, holds read_committed back"
+    assert latest(0, -3) == 2, "the max timestamp's record (offset_of_max_timestamp: the batch's last offset)"
+    assert latest(1, -3) == -1, "under read_committed that record is past the LSO"
     w.end(B, commit=False)
     wait_for(lambda: latest(1) == 5, what="the LSO after B's abort")
 

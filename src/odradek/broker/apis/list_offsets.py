@@ -1,7 +1,8 @@
 """ListOffsets (key 2), versions 1-11.
 
 Timestamp -1 answers the latest offset a consumer may read: the high watermark, or under isolation_level 1
-(READ_COMMITTED, v2+) the last stable offset; a timestamp look-up likewise answers only offsets below that bound.
+(READ_COMMITTED, v2+) the last stable offset; a timestamp look-up (-3 included) likewise answers only offsets below
+that bound, as Kafka's Partition.fetchOffsetForTimestamp does.
 -2 the log start offset, -3 (v7+) the offset and timestamp of the record with the
 largest timestamp, -4 and -5 (tiered storage) the log start offset, as there is no remote tier. Any other value
 finds the first batch whose max timestamp is at or after it, answering offset -1 when none is. Followers' requests
@@ -51,7 +52,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     offset = plog.log_start_offset
                 elif ts == MAX_TIMESTAMP:
                     found = plog.offset_for_timestamp(MAX_TIMESTAMP)
-                    if found is not None:
+                    if found is not None and (request.replica_id >= 0 or found[0] < fetchable):
                         offset, timestamp = found
                 else:
                     found = plog.offset_for_timestamp(ts)
