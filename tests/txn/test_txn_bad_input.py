@@ -133,3 +133,11 @@ def test_idle_transactional_id_expires(broker_factory: Callable[..., BrokerProce
         assert end_txn(c, tid, first.producer_id, first.producer_epoch, True) is E.invalid_producer_id_mapping
         again = init(c, tid)  # a new life for the id: a new producer id
         assert again.error_code is E.none and again.producer_id != first.producer_id
+
+
+def test_find_coordinator_batches_transactional_ids(conn: KafkaConnection, broker: BrokerProcess) -> None:
+    found = call(conn, 10, 4, key_type=1, coordinator_keys=("a", "b"))
+    assert [(c.key, c.error_code, c.port) for c in found.coordinators] == [
+        ("a", E.none, broker.port), ("b", E.none, broker.port)]
+    unknown_type = call(conn, 10, 4, key_type=7, coordinator_keys=("a",))
+    assert unknown_type.coordinators[0].error_code is E.invalid_request
