@@ -139,7 +139,7 @@ class TransactionCoordinator:
                 loaded is not None and loaded.coordinator_epoch == coordinator_epoch):
             return
         log.debug("broker %d: elected transaction coordinator for %s-%d at epoch %d", self.broker_id,
-                 TRANSACTION_STATE_TOPIC, partition, coordinator_epoch)
+                  TRANSACTION_STATE_TOPIC, partition, coordinator_epoch)
         self.markers.remove_for_partition(partition)
         self._loaded.pop(partition, None)
         self._loading[partition] = coordinator_epoch
@@ -158,8 +158,12 @@ class TransactionCoordinator:
                     await asyncio.sleep(0)
                     if self._loading.get(partition) != coordinator_epoch:
                         return
-        except KafkaError as exc:
-            log.warning("loading %s-%d stopped: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+        except Exception as exc:
+            # not loaded: its ids answer NOT_COORDINATOR, and the next leadership change loads it again
+            if isinstance(exc, KafkaError):
+                log.warning("loading %s-%d stopped: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+            else:
+                log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
             if self._loading.get(partition) == coordinator_epoch:
                 del self._loading[partition]
             return
