@@ -169,14 +169,18 @@ def test_transactional_produce_needs_a_transactional_id_and_an_added_partition(c
     batch = bytes(encode_batch([(None, b"x", [])], timestamp_ms=0, producer_id=A, producer_epoch=0,
                                base_sequence=0, transactional=True))
 
-    def produce(transactional_id: str | None) -> Any:
+    def produce(transactional_id: str | None, records: bytes = batch) -> Any:
         request = cls(transactional_id=transactional_id, acks=-1, timeout=datetime.timedelta(seconds=5),
                       topic_data=(mod.TopicProduceData(name=TOPIC, partition_data=(
-                          mod.PartitionProduceData(index=0, records=batch),)),))
+                          mod.PartitionProduceData(index=0, records=records),)),))
         with KafkaConnection(cluster.bootstrap) as conn:
             return conn.request(0, request, 9).responses[0].partition_responses[0]
 
     assert produce(None).error_code == ErrorCode.transactional_id_authorization_failed
+    # A client may not write a control record, marker-shaped or not.
+    control = bytes(encode_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", [])], timestamp_ms=0,
+                                 producer_id=A, producer_epoch=0, base_sequence=0, control=True))
+    assert produce(None, control).error_code == ErrorCode.invalid_record
     # The coordinator of "nobody" (FindCoordinator creates __transaction_state, as a transactional client's first
     # request does) has no such transaction: the partition was never added, and nothing is written.
     find = load_request_schema(10, 4)
