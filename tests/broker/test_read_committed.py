@@ -196,3 +196,50 @@ def test_transactional_produce_needs_a_transactional_id_and_an_added_partition(c
     assert code in (ErrorCode.invalid_txn_state, ErrorCode.invalid_producer_id_mapping)
     part = _partition(cluster)
     assert cluster.run(lambda: part.log.log_end_offset) == 0
+
+
+def test_follower_replicates_the_markers_and_serves_the_same_aborted_list_after_failover(tmp_path: Path) -> None:
+    """RF 2: the follower's fetcher applies the leader's markers (its .txnindex is the leader's, byte for byte);
+    when the leader stops, the new leader answers READ_COMMITTED exactly as the old one did."""
+    c = ThreadedCluster(2, tmp_path / "two", overrides={"zookeeper.session.timeout.ms": "2000",
+                                                        "replica.lag.time.max.ms": "3000"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 2)])[TOPIC].result(30)
+        wait_for(lambda: c.full_isr(TOPIC, 1), what="both replicas in the ISR")
+        leader_id = c.leader_of(TOPIC, 0)
+        follower_id = next(b for b in c.cluster.brokers if b != leader_id)
+        leader = c.run(lambda: c.broker(leader_id).replicas.partitions[TopicPartition(TOPIC, 0)])
+        follower = c.run(lambda: c.broker(follower_id).replicas.partitions[TopicPartition(TOPIC, 0)])
+        w = Writer(c)
+        w.part = leader
+        w.send(A, 2)  # 0-1
+        w.send(B)  # 2
+        w.end(A, commit=False)  # 3
+        w.send(B)  # 4: open
+        wait_for(lambda: c.run(lambda: follower.log.log_end_offset) == 5, what="the follower to catch up")
+        wait_for(lambda: c.run(lambda: leader.high_watermark) == 5, what="the high watermark")
+        index = f"{0:020d}.txnindex"
+        assert (follower.log.directory / index).read_bytes() == (leader.log.directory / index).read_bytes() != b""
+        def address(broker_id: int) -> str:
+            return c.run(lambda: f"{c.broker(broker_id).host}:{c.broker(broker_id).port}")
+
+        with KafkaConnection(address(leader_id)) as conn:
+            before = _fetch(conn, 12, 1)
+        assert (before.last_stable_offset, [(t.producer_id, t.first_offset) for t in before.aborted_transactions]) \
+            == (2, [(A, 0)])
+
+        c.stop_broker(leader_id)
+        wait_for(lambda: c.run(lambda: follower.is_leader), what="the follower to take over")
+
+        def answer() -> Any:
+            with KafkaConnection(address(follower_id)) as conn:
+                part = _fetch(conn, 12, 1)
+            return part.error_code == ErrorCode.none and part.high_watermark == 5 and part
+
+        after = wait_for(answer, what="the new leader's answer")
+        assert after.last_stable_offset == 2, "B's transaction is still open on the new leader"
+        assert [(t.producer_id, t.first_offset) for t in after.aborted_transactions] == [(A, 0)]
+        assert _offsets(after.records) == _offsets(before.records)
+    finally:
+        c.close()
