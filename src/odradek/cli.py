@@ -197,6 +197,7 @@ def _mount_subcommands() -> None:
     from odradek.cli_dump_log import dump_log_command
     from odradek.cli_groups import groups
     from odradek.cli_perf import perf
+    from odradek.cli_transactions import transactions
 
     main.add_command(assign)
     main.add_command(reassign)
@@ -207,6 +208,7 @@ def _mount_subcommands() -> None:
     main.add_command(consume)
     main.add_command(dump_log_command)
     main.add_command(perf)
+    main.add_command(transactions)
 
 
 _mount_subcommands()

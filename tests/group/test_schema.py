@@ -25,15 +25,15 @@ from odradek.broker.group.schema import (
     partition_for,
 )
 
-# Computed with Java 17's String.hashCode() and (h & 0x7fffffff) % 50.
+# Computed with Java 17's String.hashCode() and Kafka's Utils.abs(h) % 50 (GroupMetadataManager.partitionFor).
 JAVA = [
     ("", 0, 0),
     ("a", 97, 47),
     ("hello", 99162322, 22),
-    ("my-group", -1906497762, 36),
+    ("my-group", -1906497762, 12),
     ("console-consumer-12345", 158455506, 6),
-    ("gr\u00fcppe", -1233264812, 36),
-    ("\U0001f600emoji", -1233692477, 21),
+    ("gr\u00fcppe", -1233264812, 12),
+    ("\U0001f600emoji", -1233692477, 27),
     ("a-very-long-group-name-that-overflows-int32-many-times", 212125451, 1),
 ]
 

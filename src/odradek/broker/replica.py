@@ -9,6 +9,11 @@ The leader alone changes the ISR (ZooKeeper-era Kafka): it shrinks out followers
 ``replica.lag.time.max.ms`` and expands a follower back in once it reaches the high watermark and the current
 leader epoch's start offset. A change takes effect only after the ``isr_writer`` (compare-and-set on the partition
 state znode) succeeds, exactly as Kafka updates its cache only after ZooKeeper accepted the write.
+
+Transactions: the leader writes the coordinator's COMMIT/ABORT markers (:meth:`Partition.write_txn_marker`), and
+the last stable offset (the high watermark held back at the first open or unreplicated transaction) is what
+READ_COMMITTED fetches read to; those fetches wait on :meth:`Partition.add_stable_waiter`, woken only when the last
+stable offset advances, so a consumer parked behind an open transaction is not woken by every append.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from odradek.broker.log import AppendResult, PartitionLog
+from odradek.broker.log.partition_log import ORIGIN_CLIENT
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import BatchHeader
@@ -59,6 +65,7 @@ class Partition:
         self.isr_writer: IsrWriter | None = None
         self._isr_change_pending = False
         self._data_waiters: set[asyncio.Future[None]] = set()
+        self._stable_waiters: dict[asyncio.Future[None], int] = {}  # READ_COMMITTED fetch -> the LSO it saw
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     @property
@@ -113,6 +120,11 @@ class Partition:
         return self.log.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        """min(high watermark, first offset of the earliest open or unreplicated transaction)."""
+        return self.log.last_stable_offset
+
+    @property
     def high_watermark_lagging(self) -> bool:
         """A new leader's high watermark can sit below what its predecessor already exposed until the ISR's next
         fetches (KIP-207); until it reaches this epoch's start offset, answering "latest" could move a consumer's
@@ -157,12 +169,27 @@ class Partition:
             self._propose_isr([*self.isr, replica_id], f"replica {replica_id} caught up at {fetch_offset}")
         self.maybe_advance_hw()
 
-    def append_as_leader(self, records: bytearray, headers: list[BatchHeader], now_ms: int) -> AppendResult:
-        """Append in this leader epoch, then move the high watermark or wake followers waiting for data."""
-        result = self.log.append_as_leader(records, headers, self.leader_epoch, now_ms)
+    def append_as_leader(self, records: bytearray, headers: list[BatchHeader], now_ms: int,
+                         origin: str = ORIGIN_CLIENT) -> AppendResult:
+        """Append in this leader epoch, then move the high watermark or wake followers waiting for data.
+        ``origin`` is ORIGIN_COORDINATOR for the group coordinator's own (transactional offset) batches."""
+        result = self.log.append_as_leader(records, headers, self.leader_epoch, now_ms, origin)
         if not self.maybe_advance_hw():
             self.notify_follower_data()
         return result
+
+    def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> int:
+        """Append the coordinator's COMMIT or ABORT marker as leader; returns its offset (the caller waits for
+        ``wait_for_hw(offset + 1, ...)``: markers are written with acks=all). Raises NOT_LEADER_OR_FOLLOWER,
+        INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED as Kafka does."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"broker {self.broker_id} is not the leader of {self.name}")
+        offset = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch,
+                                        self.clock.now_ms())
+        if not self.maybe_advance_hw():
+            self.notify_follower_data()
+        return offset
 
     def _caught_up_for_isr(self, fetch_offset: int) -> bool:
         epoch_start = self._current_epoch_start()
@@ -221,6 +248,13 @@ class Partition:
             if not fut.done():
                 fut.set_result(None)
         self._data_waiters.clear()
+        if self._stable_waiters:
+            lso = self.log.last_stable_offset
+            for fut, seen in list(self._stable_waiters.items()):
+                if lso != seen:
+                    del self._stable_waiters[fut]
+                    if not fut.done():
+                        fut.set_result(None)
         still: list[tuple[int, asyncio.Future[None]]] = []
         for offset, fut in self._hw_waiters:
             if fut.done():
@@ -244,6 +278,19 @@ class Partition:
     def remove_data_waiter(self, fut: asyncio.Future[None]) -> None:
         self._data_waiters.discard(fut)
 
+    def add_stable_waiter(self, fut: asyncio.Future[None], seen_lso: int) -> None:
+        """A READ_COMMITTED fetch that read up to ``seen_lso``: woken when the last stable offset moves (it moves
+        only with the high watermark, once that passes a marker or data outside any open transaction). A move
+        that happened before the call wakes it at once."""
+        if self.log.last_stable_offset != seen_lso:
+            if not fut.done():
+                fut.set_result(None)
+            return
+        self._stable_waiters[fut] = seen_lso
+
+    def remove_stable_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._stable_waiters.pop(fut, None)
+
     async def wait_for_hw(self, offset: int, timeout_s: float) -> bool:
         """True once the high watermark reaches ``offset``; False on timeout."""
         if self.high_watermark >= offset:
@@ -258,10 +305,11 @@ class Partition:
 
     def fail_waiters(self) -> None:
         """Wake everyone on leadership loss or deletion; they re-check and see the new state."""
-        for fut in self._data_waiters:
+        for fut in (*self._data_waiters, *self._stable_waiters):
             if not fut.done():
                 fut.set_result(None)
         self._data_waiters.clear()
+        self._stable_waiters.clear()
         for _offset, fut in self._hw_waiters:
             if not fut.done():
                 fut.set_exception(KafkaError(ErrorCode.not_leader_or_follower))

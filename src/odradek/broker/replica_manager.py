@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
 from odradek.broker.log import LogManager
+from odradek.broker.log.partition_log import ORIGIN_COORDINATOR
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
 from odradek.broker.stats import BrokerStats
@@ -198,7 +199,9 @@ class OffsetsTopicLog:
     async def append(self, partition: int, batch: bytearray) -> None:
         part = self.replicas.leader_partition(self.topic, partition)
         headers = [h for _pos, h in iter_batches(batch)]
-        result = part.append_as_leader(batch, headers, self.replicas.clock.now_ms())
+        # Kafka's AppendOrigin.COORDINATOR: a TxnOffsetCommit batch carries the producer's id and epoch but no
+        # sequence, so the log checks its epoch and transaction state, never a sequence.
+        result = part.append_as_leader(batch, headers, self.replicas.clock.now_ms(), ORIGIN_COORDINATOR)
         if not await part.wait_for_hw(result.last_offset + 1, self.commit_timeout_s):
             raise KafkaError(ErrorCode.request_timed_out, "offset commit was not replicated in time")
 

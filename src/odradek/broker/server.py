@@ -9,6 +9,7 @@ module of its own and each given only what it works with:
   config-change watch, topic administration, controlled shutdown;
 * :class:`~odradek.controller.Controller`: the ZooKeeper-era controller;
 * :class:`~odradek.broker.group.GroupCoordinator`: consumer groups on ``__consumer_offsets``;
+* :class:`~odradek.broker.txn.service.Transactions`: the transaction coordinator on ``__transaction_state``;
 * :class:`~odradek.broker.services.Services`: what request handlers may use.
 
 Everything runs on one asyncio event loop. A :class:`Broker` is constructed with its configuration, a coordination
@@ -45,6 +46,8 @@ from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import OffsetsTopicLog, ReplicaManager
 from odradek.broker.services import Services
 from odradek.broker.stats import BrokerStats
+from odradek.broker.txn.config import TxnConfig
+from odradek.broker.txn.service import Transactions
 from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller, TcpTransport
 from odradek.coordination import Backend
@@ -102,6 +105,12 @@ class Broker:
             config=GroupConfig.from_overrides({k: str(v) for k, v in config.values.items()}),
         )
         self.replicas.listeners.append(_GroupsFollowOffsets(self.groups))
+        producer_ids = ProducerIdManager(ProducerIdBlocks(self.membership).allocate)
+        self.transactions = Transactions(
+            self.broker_id, self.clock, self.metadata, self.replicas, self.groups,
+            TxnConfig.from_values(config.values), producer_ids.next_id, self.faults,
+        )
+        self.replicas.listeners.append(self.transactions)
         self.controller_requests = ControllerRequests(self.membership, self.replicas, self.metadata,
                                                       self._drop_offsets_of)
         self.isr = IsrPropagation(self.membership, self.clock, lambda: self.controller_requests.controller_epoch)
@@ -113,8 +122,8 @@ class Broker:
         self.topics = TopicAdmin(self.membership, self.metadata, config)
         self.services = Services(
             broker_id=self.broker_id, config=config, metadata=self.metadata,
-            replicas=self.replicas, topics=self.topics, groups=self.groups,
-            producer_ids=ProducerIdManager(ProducerIdBlocks(self.membership).allocate),
+            replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
+            producer_ids=producer_ids,
             controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),
             stats=self.replicas.stats,
         )
@@ -181,6 +190,7 @@ class Broker:
             await self.controlled_shutdown()
         await self._halt()
         await self.membership.close()
+        await self.transactions.shutdown()
         await self.groups.shutdown()
         self.replicas.fail_waiters()
         if self.replicas.logs is not None:
@@ -198,6 +208,7 @@ class Broker:
         """Stop as a killed process stops: nothing flushed, checkpointed or handed over (fault injection)."""
         await self._halt()
         await self.membership.abandon()
+        await self.transactions.shutdown()
         await self.groups.shutdown()
         self.replicas.fail_waiters()
         if self.replicas.logs is not None:
@@ -293,6 +304,7 @@ class Broker:
                     next_isr_check = self.clock.monotonic_ms() + lag_max // 2
                     self.replicas.expire_isr(lag_max)
                 await self.groups.tick(now)
+                await self.transactions.tick(now)
                 await self.isr.tick()
             except Exception:
                 log.exception("broker %d background tick failed", self.broker_id)

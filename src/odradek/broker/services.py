@@ -1,9 +1,9 @@
 """What a request handler may use: the broker's parts, each by its own narrow interface, never the broker.
 
 A handler in :mod:`odradek.broker.apis` reaches the replicas it reads and appends to, the metadata cache, topic
-administration, the group coordinator, producer ids, and (for the controller's APIs) the controller or the applier
-of its requests. The broker builds one :class:`Services` when it starts; nothing in it can stop, pause or rewire
-the broker.
+administration, the group and transaction coordinators, producer ids, and (for the controller's APIs) the controller
+or the applier of its requests. The broker builds one :class:`Services` when it starts; nothing in it can stop, pause
+or rewire the broker.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from odradek.broker.metadata import MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.stats import BrokerStats
+from odradek.broker.txn.service import Transactions
 from odradek.controller import Controller
 
 
@@ -31,6 +32,7 @@ class Services:
     replicas: ReplicaManager
     topics: TopicAdmin
     groups: GroupCoordinator
+    transactions: Transactions
     producer_ids: ProducerIdManager
     controller: Controller
     controller_requests: ControllerRequests

@@ -52,6 +52,14 @@ def string_hash(s: str) -> int:
     return h
 
 
+def coordinator_partition(key: str, partitions: int) -> int:
+    """The partition of an internal topic that holds ``key`` (a group or transactional id): Kafka's
+    ``Utils.abs(key.hashCode) % partitions``, where ``Utils.abs`` is ``Math.abs`` with ``Integer.MIN_VALUE`` mapped to
+    0. Not ``hashCode & 0x7fffffff``, the partitioners' ``toPositive``: the two differ for every negative hash."""
+    h = to_int32(string_hash(key))
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
 def topic_partition_hash(topic: str, partition: int) -> int:
     """``TopicPartition.hashCode`` as an unsigned 32-bit value."""
     return (31 * (31 + partition) + string_hash(topic)) & 0xFFFFFFFF

@@ -12,12 +12,14 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _PART_HEAD = struct.Struct(">ihqqq")  # index, error, hw, lso, log start
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 _PRODUCE_PART = struct.Struct(">ihqqq")  # index, error, base offset, append time, log start
 Buffer = bytes | bytearray | memoryview
 
@@ -164,6 +166,16 @@ class FetchPartitionResult:
     records: Sequence[Buffer] = ()
     size: int = 0
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for followers, KIP-320
+    # READ_COMMITTED fetches: (producer id, first offset) of each aborted transaction in range; None otherwise
+    aborted_transactions: Sequence[AbortedRange] | None = None
+
+
+class AbortedRange(Protocol):
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def first_offset(self) -> int: ...
 
 
 def encode_fetch_response(
@@ -190,7 +202,11 @@ def encode_fetch_response(
             w.buf += _PART_HEAD.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset)
             if version < 5:
                 del w.buf[-8:]  # log_start_offset arrived in v5
-            w.array_len(0)  # aborted transactions: none, we do not run transactions
+            aborted = p.aborted_transactions
+            w.array_len(None if aborted is None else len(aborted))  # nullable from v4
+            for txn in aborted or ():
+                w.buf += _ABORTED.pack(txn.producer_id, txn.first_offset)
+                w.no_tags()
             if version >= 11:
                 w.i32(-1)  # preferred read replica
             w.records(p.records, p.size)

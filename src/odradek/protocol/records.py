@@ -46,6 +46,12 @@ ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
+# ControlRecordType: the key of a control record is [version int16 = 0, type int16]; an end-transaction marker's
+# value is [version int16 = 0, coordinator epoch int32] (Kafka's EndTransactionMarker).
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
 
 
 class CorruptBatchError(KafkaError):
@@ -154,6 +160,11 @@ def validate_produce(records: bytes | bytearray | memoryview) -> list[BatchHeade
             )
         if header.is_control:
             raise CorruptBatchError("clients may not produce control batches", position, ErrorCode.invalid_record)
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise CorruptBatchError(f"invalid sequence number {header.base_sequence} in a batch of producer "
+                                    f"{header.producer_id}", position, ErrorCode.invalid_record)
+        if header.is_transactional and header.producer_id < 0:
+            raise CorruptBatchError("transactional batch without a producer id", position, ErrorCode.invalid_record)
         headers.append(header)
     if not headers:
         raise CorruptBatchError("empty record set", 0, ErrorCode.invalid_record)
@@ -259,6 +270,7 @@ def encode_batch(
     compression: int = COMPRESSION_NONE,
     timestamp_type: int = TIMESTAMP_CREATE_TIME,
     control: bool = False,
+    transactional: bool = False,
 ) -> bytearray:
     """Build one RecordBatch; every record shares ``timestamp_ms`` (the broker's own writes need no more)."""
     if not records:
@@ -267,7 +279,8 @@ def encode_batch(
     for delta, (key, value, headers) in enumerate(records):
         append_record(body, 0, delta, key, value, headers)
     payload = compress(compression, body)
-    attributes = compression | (timestamp_type << 3) | (ATTR_CONTROL if control else 0)
+    attributes = (compression | (timestamp_type << 3) | (ATTR_CONTROL if control else 0)
+                  | (ATTR_TRANSACTIONAL if transactional else 0))
     count = len(records)
     out = bytearray(HEADER_SIZE)
     HEADER.pack_into(
@@ -313,3 +326,72 @@ def _read_bytes(body: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
     if n < 0:
         return None, pos
     return bytes(body[pos : pos + n]), pos + n
+
+
+# --- control batches (transaction markers) ----------------------------------------------------------------------
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                        timestamp_ms: int) -> bytearray:
+    """One end-transaction marker as Kafka's MemoryRecords.withEndTransactionMarker writes it: a transactional
+    control batch, base offset 0 (stamped on append), no sequence, one uncompressed record whose key is the
+    control type and whose value carries the coordinator epoch that wrote it."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _END_TXN_VALUE.pack(0, coordinator_epoch)
+    return encode_batch([(key, value, ())], timestamp_ms=timestamp_ms, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE, control=True,
+                        transactional=True)
+
+
+class EndTxnMarker(NamedTuple):
+    control_type: int  # CONTROL_ABORT or CONTROL_COMMIT
+    coordinator_epoch: int
+
+    @property
+    def is_abort(self) -> bool:
+        return self.control_type == CONTROL_ABORT
+
+
+def control_type(buf: bytes | bytearray | memoryview, position: int = 0) -> int:
+    """The control type of the control batch at ``position`` (0 ABORT, 1 COMMIT; other values are Kafka's other
+    control records). Raises CorruptBatchError when the batch is not a control batch or its key is malformed."""
+    header = read_header(buf, position)
+    if not header.is_control:
+        raise CorruptBatchError("not a control batch", position, ErrorCode.invalid_record)
+    key = _first_record(buf, position)[0]
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptBatchError("control record key shorter than 4 bytes", position, ErrorCode.invalid_record)
+    version, ctype = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptBatchError(f"control record key version {version}", position, ErrorCode.invalid_record)
+    return int(ctype)
+
+
+def read_end_txn_marker(buf: bytes | bytearray | memoryview, position: int = 0) -> EndTxnMarker | None:
+    """The COMMIT/ABORT marker in the control batch at ``position``; None for an empty control batch (Kafka's
+    cleaner leaves those once a transaction's data is gone) or another control type."""
+    header = read_header(buf, position)
+    if header.records_count == 0:
+        return None
+    ctype = control_type(buf, position)
+    if ctype not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    value = _first_record(buf, position)[1]
+    if value is None or len(value) < _END_TXN_VALUE.size:
+        raise CorruptBatchError("end transaction marker value shorter than 6 bytes", position,
+                                ErrorCode.invalid_record)
+    version, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
+    if version < 0:
+        raise CorruptBatchError(f"end transaction marker version {version}", position, ErrorCode.invalid_record)
+    return EndTxnMarker(ctype, coordinator_epoch)
+
+
+def _first_record(buf: bytes | bytearray | memoryview, position: int) -> tuple[bytes | None, bytes | None]:
+    """Key and value of a batch's first record (control batches are never compressed, but decode_batch copes)."""
+    try:
+        _, records = decode_batch(buf, position)
+    except (ValueError, IndexError, KafkaError) as exc:
+        raise CorruptBatchError(f"undecodable control batch: {exc}", position, ErrorCode.invalid_record) from exc
+    if not records:
+        raise CorruptBatchError("control batch without records", position, ErrorCode.invalid_record)
+    return records[0].key, records[0].value

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -32,10 +32,11 @@ _MOVING = {
 class Cluster:
     """A lazily connected admin handle; not picklable on purpose, build one where it is used."""
 
-    def __init__(self, config: Mapping[str, str], *, timeout_s: float = 30.0) -> None:
+    def __init__(self, config: Mapping[str, str], *, timeout_s: float = 30.0, read_committed: bool = False) -> None:
         self._config: dict[str, Any] = dict(config)
         self._timeout = timeout_s
         self._admin: Any = None
+        self._isolation = IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
 
     @property
     def admin(self) -> Any:
@@ -80,7 +81,7 @@ class Cluster:
         request = {KafkaTopicPartition(t, p): spec for (t, p), spec in specs.items()}
         deadline = time.monotonic() + min(self._timeout, RETRY_S)
         while True:
-            futures = self.admin.list_offsets(request, request_timeout=self._timeout)
+            futures = self.admin.list_offsets(request, isolation_level=self._isolation, request_timeout=self._timeout)
             try:
                 return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
             except KafkaException as exc:
@@ -94,7 +95,8 @@ class Cluster:
         return self._list({tp: OffsetSpec.earliest() for tp in partitions})
 
     def latest(self, partitions: list[TopicPartition] | set[TopicPartition]) -> dict[TopicPartition, int]:
-        """High watermarks: reads stop here, never at uncommitted (unreplicated) records."""
+        """High watermarks: reads stop here, never at uncommitted (unreplicated) records. Under read_committed,
+        last stable offsets: nothing of a transaction still open is planned into a batch."""
         return self._list({tp: OffsetSpec.latest() for tp in partitions})
 
     def latest_not_before(self, partitions: list[TopicPartition], known: Mapping[TopicPartition, int]

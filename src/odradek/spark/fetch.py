@@ -31,12 +31,17 @@ class KafkaProtocolError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class PartitionData:
-    """One partition's part of a Fetch response; ``records`` is the raw RecordBatch bytes."""
+    """One partition's part of a Fetch response; ``records`` is the raw RecordBatch bytes.
+
+    ``aborted`` is the (producer_id, first_offset) list a read_committed Fetch returns for the range.
+    """
 
     error_code: int
     high_watermark: int
     log_start_offset: int
     records: memoryview
+    last_stable_offset: int = -1
+    aborted: tuple[tuple[int, int], ...] = ()
 
 
 class _Reader:
@@ -132,17 +137,14 @@ def decode_fetch(version: int, body: memoryview, topic: str, partition: int) -> 
             (index,) = r.take(_I32)
             error = r.i16()
             hw = r.i64()
-            r.i64()  # last stable offset
+            lso = r.i64()
             log_start = r.i64() if version >= 5 else -1
-            aborted = r.i32()
-            for _ in range(max(aborted, 0)):
-                r.i64()
-                r.i64()
+            aborted = tuple((r.i64(), r.i64()) for _ in range(max(r.i32(), 0)))
             if version >= 11:
                 r.i32()  # preferred read replica
             records = r.nbytes()
             if name == topic and index == partition:
-                return PartitionData(error, hw, log_start, records)
+                return PartitionData(error, hw, log_start, records, lso, aborted)
     raise KafkaProtocolError(f"fetch response lacks {topic}-{partition}")
 
 

@@ -26,6 +26,7 @@ _FORBIDDEN_CLIENT_KEYS = {
     "key.serializer": "the sink writes binary or string columns as they are",
     "value.serializer": "the sink writes binary or string columns as they are",
     "enable.auto.commit": "the source never commits to the cluster",
+    "transactional.id": "every sink task needs its own id: give transactionalIdPrefix instead",
 }
 
 
@@ -73,6 +74,8 @@ class SourceOptions:
     timestamp_strategy: Literal["error", "latest"]
     poll_timeout_ms: int
     max_partition_fetch_bytes: int
+    read_committed: bool = False
+    """kafka.isolation.level=read_committed: plan to the last stable offset, skip aborted transactions."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class SinkOptions:
     client_config: dict[str, str]
     topic: str | None
     commit_topic_prefix: str
+    transactional_id_prefix: str | None = None
+    """Set: the streaming sink writes each task's part of a micro-batch in one Kafka transaction."""
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -219,9 +224,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
             f"kafka.security.protocol={protocol}: the source fetches over its own PLAINTEXT client "
             "(the sink accepts any protocol confluent-kafka supports)"
         )
-    isolation = config.pop("isolation.level", "read_uncommitted")
-    if isolation != "read_uncommitted":
-        raise OptionError("only kafka.isolation.level=read_uncommitted is supported by this source")
+    isolation = config.pop("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise OptionError("kafka.isolation.level must be read_uncommitted or read_committed")
     poll = _positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000
     fetch_bytes = _positive_int(options, "fetch.max.partition.bytes")
     fetch_bytes = fetch_bytes or int(config.pop("max.partition.fetch.bytes", str(8 * 1024 * 1024)))
@@ -237,6 +242,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         timestamp_strategy=strategy,  # type: ignore[arg-type]
         poll_timeout_ms=poll,
         max_partition_fetch_bytes=fetch_bytes,
+        read_committed=isolation == "read_committed",
     )
 
 
@@ -245,4 +251,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         client_config=client_config(options),
         topic=_get(options, "topic"),
         commit_topic_prefix=_get(options, "sinkCommitTopicPrefix") or "_odradek_sink_commits",
+        transactional_id_prefix=_transactional_prefix(options),
     )
+
+
+def _transactional_prefix(options: Mapping[str, str]) -> str | None:
+    prefix = _get(options, "transactionalIdPrefix")
+    if prefix is None:
+        return None
+    if not prefix.strip():
+        raise OptionError("option transactionalIdPrefix must not be empty")
+    return prefix.strip()

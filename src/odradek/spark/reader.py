@@ -36,7 +36,7 @@ from odradek.spark.planning import (
     split_ranges,
     to_json,
 )
-from odradek.spark.recordbatch import decode_batches, split_batches
+from odradek.spark.recordbatch import decode_batches, drop_aborted, split_batches
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ class RangePartition(InputPartition):
     fail_on_data_loss: bool
     poll_timeout_ms: int
     max_fetch_bytes: int
+    read_committed: bool = False
 
 
 class _RangeFetcher:
@@ -84,7 +85,8 @@ class _RangeFetcher:
                 if self.leader is None:
                     raise ConnectionError(f"{p.topic}-{p.partition} has no leader")
             self.conn = FetchConnection(*self.leader, timeout_s=max(p.poll_timeout_ms / 1000, 1.0))
-        self.conn.send_fetch(p.topic, p.partition, offset, max_wait_ms=500, max_bytes=p.max_fetch_bytes)
+        self.conn.send_fetch(p.topic, p.partition, offset, max_wait_ms=500, max_bytes=p.max_fetch_bytes,
+                             isolation_level=1 if p.read_committed else 0)
 
     def _reset(self) -> None:
         self.close()
@@ -134,9 +136,11 @@ class _RangeFetcher:
             if next_offset < p.end:
                 self._send(next_offset)
                 in_flight = True
+            # Under read_committed the offsets still advance past aborted and control batches; only rows go.
+            kept = drop_aborted(data.records, batches, data.aborted) if p.read_committed else batches
             batch = decode_batches(
                 data.records,
-                batches,
+                kept,
                 topic=p.topic,
                 partition=p.partition,
                 lo=offset,
@@ -169,7 +173,7 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """Yield Arrow batches holding exactly the records of ``part`` that still exist, in offset order."""
     if part.start >= part.end:
         return
-    fetcher = _RangeFetcher(part, Cluster(part.client_config))
+    fetcher = _RangeFetcher(part, Cluster(part.client_config, read_committed=part.read_committed))
     try:
         yield from fetcher.records()
     finally:
@@ -198,6 +202,7 @@ def _to_partitions(
             opts.fail_on_data_loss,
             opts.poll_timeout_ms,
             opts.max_partition_fetch_bytes,
+            opts.read_committed,
         )
         for r in ranges
     ]
@@ -211,7 +216,7 @@ class OdradekBatchReader(DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:  # type: ignore[override]
         opts = self.opts
-        cluster = Cluster(opts.client_config)
+        cluster = Cluster(opts.client_config, read_committed=opts.read_committed)
         leaders = cluster.partitions(opts.subscription)
         tps = sorted(leaders)
         earliest = cluster.earliest(tps)
@@ -257,7 +262,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def cluster(self) -> Cluster:
         if self._cluster is None:
-            self._cluster = Cluster(self.opts.client_config)
+            self._cluster = Cluster(self.opts.client_config, read_committed=self.opts.read_committed)
         return self._cluster
 
     def initialOffset(self) -> dict:

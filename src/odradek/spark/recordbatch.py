@@ -32,7 +32,9 @@ _LOG_OVERHEAD = 12  # baseOffset + batchLength precede the part batchLength coun
 _CRC_START = 21
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
+_CONTROL_ABORT = 0
 _PAD = 16  # zero bytes after the buffer so fixed-width gathers never index past its end
 
 _TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
@@ -54,10 +56,15 @@ class BatchInfo:
     base_timestamp: int
     max_timestamp: int
     records: int
+    producer_id: int = -1
 
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
 
     @property
     def codec(self) -> int:
@@ -89,7 +96,7 @@ def split_batches(blob: bytes | memoryview) -> list[BatchInfo]:
             last_delta,
             base_ts,
             max_ts,
-            _pid,
+            producer_id,
             _pepoch,
             _seq,
             count,
@@ -99,7 +106,9 @@ def split_batches(blob: bytes | memoryview) -> list[BatchInfo]:
             break
         if magic != 2:
             raise CorruptRecordBatch(f"record batch magic {magic} at offset {base_offset}; only v2 is read")
-        out.append(BatchInfo(pos, size, base_offset, base_offset + last_delta, attributes, base_ts, max_ts, count))
+        out.append(
+            BatchInfo(pos, size, base_offset, base_offset + last_delta, attributes, base_ts, max_ts, count, producer_id)
+        )
         pos += size
     return out
 
@@ -176,6 +185,55 @@ class _Window:
         if far.any():
             out[far] = self.data.word_at(self.starts[far] + at[far])
         return out
+
+
+def control_type(blob: bytes | memoryview, batch: BatchInfo) -> int | None:
+    """The ControlRecordType of a control batch (0 ABORT, 1 COMMIT), from its first record's key; None if the
+    batch holds no readable record (Kafka's cleaner may leave empty control batches)."""
+    if batch.records == 0:
+        return None
+    body = bytes(memoryview(blob)[batch.start + BATCH_HEADER_LEN : batch.start + batch.size])
+    try:
+        _, pos = _scalar_varint(body, 0)  # record length
+        pos += 1  # attributes
+        for _ in range(2):  # timestampDelta, offsetDelta
+            _, n = _scalar_varint(body, pos)
+            pos += n
+        key_len, n = _scalar_varint(body, pos)
+        pos += n
+        if key_len < 4:
+            return None
+        return int(struct.unpack_from(">h", body, pos + 2)[0])
+    except (IndexError, struct.error):
+        return None
+
+
+def drop_aborted(
+    blob: bytes | memoryview, batches: Sequence[BatchInfo], aborted: Sequence[tuple[int, int]]
+) -> list[BatchInfo]:
+    """The batches a read_committed consumer keeps: Kafka's consumer algorithm over one fetch response.
+
+    ``aborted`` is the response's (producer_id, first_offset) list. Walking the batches in offset order, an
+    aborted transaction whose first offset is at or below the batch's last offset marks its producer aborted;
+    that producer's transactional batches are dropped until its ABORT marker, which ends the range. Control
+    batches are never returned.
+    """
+    pending = sorted(aborted, key=lambda entry: entry[1])
+    aborted_producers: set[int] = set()
+    kept: list[BatchInfo] = []
+    i = 0
+    for b in batches:
+        while i < len(pending) and pending[i][1] <= b.last_offset:
+            aborted_producers.add(pending[i][0])
+            i += 1
+        if b.is_control:
+            if b.producer_id in aborted_producers and control_type(blob, b) == _CONTROL_ABORT:
+                aborted_producers.discard(b.producer_id)
+            continue
+        if b.is_transactional and b.producer_id in aborted_producers:
+            continue
+        kept.append(b)
+    return kept
 
 
 def _scalar_varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:

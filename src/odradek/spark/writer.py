@@ -6,6 +6,15 @@ window: after every task of batch N succeeded, the driver appends a marker "N co
 per-query topic (``<prefix>.<queryId>``), and tasks of a replayed batch whose id is at or below the last
 marker write nothing. What remains at-least-once is a batch that failed part way (some tasks delivered,
 the batch never committed): its retry writes everything again.
+
+Transactional mode (option ``transactionalIdPrefix``) closes that window too. Each task writes its rows inside
+one Kafka transaction under ``transactional.id = <prefix>-<partitionId>`` and, in the same transaction, commits
+"batch N done" as the offset N+1 of a consumer group named like the transactional id on partition 0 of the
+query's commit topic (TxnOffsetCommit, KIP-447). Rows and marker become visible together or not at all. A task
+(re)starting batch N first calls init_transactions, which fences any earlier attempt with the same id and
+finishes or aborts its transaction, then reads the group's committed offset with require_stable (librdkafka asks
+for stable offsets under read_committed): at N+1 or beyond, this task's part of batch N is already in the log and
+the task writes nothing. The driver writes no marker in this mode.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -66,6 +75,7 @@ class SinkCommit(WriterCommitMessage):
     records: int
     query_id: str | None = None
     skipped: bool = False
+    transactional: bool = False
 
 
 def _as_bytes(value: Any) -> bytes | None:
@@ -75,8 +85,8 @@ def _as_bytes(value: Any) -> bytes | None:
 class _Delivery:
     """Owns a producer for one task and turns asynchronous delivery failures into an exception at the end."""
 
-    def __init__(self, config: dict[str, str]) -> None:
-        self.producer = Producer({**config, "acks": "all", "enable.idempotence": True})
+    def __init__(self, config: dict[str, str], producer: Producer | None = None) -> None:
+        self.producer = producer or Producer({**config, "acks": "all", "enable.idempotence": True})
         self.error: KafkaError | None = None
         self.count = 0
 
@@ -119,9 +129,9 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
     return [None] * batch.num_rows
 
 
-def write_arrow(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> int:
+def write_arrow(batches: Iterator[pa.RecordBatch], opts: SinkOptions, delivery: _Delivery | None = None) -> int:
     """Produce every row of ``batches``; returns the number delivered, raises if any delivery failed."""
-    delivery = _Delivery(opts.client_config)
+    delivery = delivery or _Delivery(opts.client_config)
     for batch in batches:
         values, keys = _column(batch, "value"), _column(batch, "key")
         topics = [opts.topic] * batch.num_rows if opts.topic is not None else _column(batch, "topic")
@@ -180,6 +190,56 @@ def last_committed_batch(opts: SinkOptions, topic: str) -> int | None:
     return int(json.loads(values[-1])["batchId"])
 
 
+_TXN_TIMEOUT_S = 60.0
+
+
+def write_transactional(
+    batches: Iterator[pa.RecordBatch], opts: SinkOptions, query_id: str, batch_id: int, task: int
+) -> SinkCommit:
+    """Write one task's share of micro-batch ``batch_id`` and its done-marker in one transaction, unless a
+    previous attempt already committed it (see the module docstring)."""
+    assert opts.transactional_id_prefix is not None
+    transactional_id = f"{opts.transactional_id_prefix}-{task}"
+    marker = TopicPartition(commit_topic(opts, query_id), 0)
+    Cluster(opts.client_config).ensure_topic(marker.topic)
+    producer = Producer(
+        {**opts.client_config, "transactional.id": transactional_id, "acks": "all", "enable.idempotence": True}
+    )
+    consumer = Consumer(
+        {
+            **opts.client_config,
+            "group.id": transactional_id,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        producer.init_transactions(_TXN_TIMEOUT_S)
+        (done,) = consumer.committed([marker], timeout=_TXN_TIMEOUT_S)
+        if done.error is not None:
+            raise KafkaException(done.error)
+        if done.offset > batch_id:
+            for _ in batches:
+                pass
+            return SinkCommit(0, query_id, skipped=True, transactional=True)
+        producer.begin_transaction()
+        try:
+            delivery = _Delivery(opts.client_config, producer)
+            count = write_arrow(batches, opts, delivery)
+            marker.offset = batch_id + 1
+            producer.send_offsets_to_transaction([marker], consumer.consumer_group_metadata(), _TXN_TIMEOUT_S)
+            producer.commit_transaction(_TXN_TIMEOUT_S)
+        except BaseException:
+            try:
+                producer.abort_transaction(_TXN_TIMEOUT_S)
+            except KafkaException:
+                pass  # fenced or the coordinator gone: the transaction times out and aborts on its own
+            raise
+        return SinkCommit(count, query_id, transactional=True)
+    finally:
+        consumer.close()
+
+
 class OdradekStreamWriter(DataSourceStreamArrowWriter):
     """Streaming sink that skips replayed micro-batches it already committed (see the module docstring)."""
 
@@ -192,6 +252,10 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         ctx = TaskContext.get()
         batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
         query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx else None
+        if self.opts.transactional_id_prefix is not None:
+            if ctx is None or batch_id is None or not query_id:
+                raise OptionError("transactionalIdPrefix needs a streaming query (batch id and query id)")
+            return write_transactional(iterator, self.opts, query_id, int(batch_id), ctx.partitionId())
         if batch_id is not None and query_id:
             last = last_committed_batch(self.opts, commit_topic(self.opts, query_id))
             if last is not None and int(batch_id) <= last:
@@ -203,7 +267,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         done = [m for m in messages if isinstance(m, SinkCommit)]
         query_ids = {m.query_id for m in done if m.query_id}
-        if not query_ids or all(m.skipped for m in done):
+        if not query_ids or all(m.skipped or m.transactional for m in done):
             return
         (query_id,) = query_ids
         topic = commit_topic(self.opts, query_id)

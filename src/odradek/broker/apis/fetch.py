@@ -5,10 +5,13 @@ fetch offset tells the leader how far it has replicated. The request's ``max_byt
 ``partition_max_bytes`` bound the response, except that the first batch of the first partition with data is always
 returned whole (KIP-74), so one oversized batch can never stall a consumer. If fewer than ``min_bytes`` are
 available, the request waits until an append makes enough data visible or ``max_wait_ms`` passes: appends wake it,
-nothing polls. ``isolation_level`` is accepted; without transactions both levels read the same data (last stable
-offset = high watermark). Incremental fetch sessions (KIP-227) are not created: the session id is 0, so clients
-send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie in the log, never
-copied by the encoder.
+nothing polls. ``isolation_level`` 1 (READ_COMMITTED) reads only below the last stable offset and returns, per
+partition, the aborted transactions overlapping the returned range (from the partition's ``.txnindex`` files, as
+Kafka's collectAbortedTxns), which the consumer uses to drop aborted records; such a fetch waits for the last
+stable offset to move (a marker replicated), not for every append. READ_UNCOMMITTED answers a null aborted list.
+Every response carries the last stable offset. Incremental fetch sessions (KIP-227) are not created: the session
+id is 0, so clients send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie
+in the log, never copied by the encoder.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from odradek.protocol.encoders import FetchPartitionResult, encode_fetch_respons
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 16
+READ_COMMITTED = 1
 
 
 def _replica_id(request: Any) -> int:
@@ -54,22 +58,29 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
         wanted.append((name, topic_id, list(t.partitions)))
 
+    committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
     while True:
-        topics, total, parts = _read_all(ctx, wanted, replica_id, request.max_bytes)
+        topics, total, parts = _read_all(ctx, wanted, replica_id, request.max_bytes, committed)
         remaining = deadline - asyncio.get_running_loop().time()
         if total >= request.min_bytes or remaining <= 0 or not parts:
             break
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for p in parts:
-            p.add_data_waiter(woken)
+        for p, seen_lso in parts:
+            if committed:
+                p.add_stable_waiter(woken, seen_lso)
+            else:
+                p.add_data_waiter(woken)
         try:
             await asyncio.wait_for(woken, remaining)
         except TimeoutError:
             pass
         finally:
-            for p in parts:
-                p.remove_data_waiter(woken)
+            for p, _ in parts:
+                if committed:
+                    p.remove_stable_waiter(woken)
+                else:
+                    p.remove_data_waiter(woken)
     for topic_id, partitions in unknown_ids:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
@@ -78,13 +89,14 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
 
 
 def _read_all(
-    ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, list[Any]]], replica_id: int, max_bytes: int
-) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[Partition]]:
+    ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, list[Any]]], replica_id: int, max_bytes: int,
+    committed: bool,
+) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]]]:
     services = ctx.services
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
     budget = max_bytes
     total = 0
-    waitable: list[Partition] = []
+    waitable: list[tuple[Partition, int]] = []
     for name, topic_id, partitions in wanted:
         results: list[FetchPartitionResult] = []
         out.append((name, topic_id, results))
@@ -100,15 +112,17 @@ def _read_all(
                 else:
                     limit = part.high_watermark
                 read = plog.read(
-                    fp.fetch_offset, min(fp.partition_max_bytes, max(budget, 0)), limit, min_one=total == 0
+                    fp.fetch_offset, min(fp.partition_max_bytes, max(budget, 0)), limit, min_one=total == 0,
+                    read_committed=committed,
                 )
                 result.records = read.buffers
                 if replica_id < 0:
                     services.stats.sent(name, read.size)
                 result.size = read.size
+                result.aborted_transactions = read.aborted_transactions
                 total += read.size
                 budget -= read.size
-                waitable.append(part)
+                waitable.append((part, read.last_stable_offset))
             except KafkaError as exc:
                 result.error_code = int(exc.code)
                 part_or_none = services.replicas.get(TopicPartition(name, fp.partition))
@@ -116,6 +130,8 @@ def _read_all(
                     continue
                 part = part_or_none
             result.high_watermark = part.high_watermark
-            result.last_stable_offset = part.high_watermark
+            result.last_stable_offset = part.last_stable_offset
             result.log_start_offset = part.log.log_start_offset
+            if committed and result.aborted_transactions is None:
+                result.aborted_transactions = []
     return out, total, waitable

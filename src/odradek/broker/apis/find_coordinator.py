@@ -1,25 +1,25 @@
-"""FindCoordinator (key 10), versions 0-6: which broker coordinates a consumer group.
+"""FindCoordinator (key 10), versions 0-6: which broker coordinates a consumer group or a transactional id.
 
-A group's coordinator is the leader of its partition of ``__consumer_offsets``
-(``(java_string_hashcode(group) & 0x7fffffff) % offsets.topic.num.partitions``). The first lookup creates that
-topic (``ensure_offsets_topic``), so clients see a coordinator on their first try instead of
-COORDINATOR_NOT_AVAILABLE retries. v0-v3 look up one key; v4+ batch ``coordinator_keys`` and answer each key
-on its own.
-
-Key type 1 (transactional id): odradek has no transaction coordinator, so it answers COORDINATOR_NOT_AVAILABLE
-with an error message, which is what Kafka answers while ``__transaction_state`` has no available leader;
-transactional producers therefore fail by their own timeout rather than on a protocol error. Any other key
-type gets INVALID_REQUEST, as in Kafka.
+Key type 0 (group): the leader of the group's partition of ``__consumer_offsets``
+(``abs(javaHash(group)) % offsets.topic.num.partitions``). Key type 1 (transactional id, v1+): the leader of the
+id's partition of ``__transaction_state`` (``abs(javaHash(id)) % transaction.state.log.num.partitions``); both as
+:func:`odradek.placement.java.coordinator_partition` computes them. The first lookup of either kind creates its
+internal topic (``ensure_offsets_topic`` / ``ensure_transaction_state_topic``), so clients see a coordinator on
+their first try instead of COORDINATOR_NOT_AVAILABLE retries; a partition without a live leader is
+COORDINATOR_NOT_AVAILABLE. v0-v3 look up one key; v4+ batch ``coordinator_keys`` and answer each key on its own.
+Any other key type gets INVALID_REQUEST, as in Kafka.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.config import OFFSETS_TOPIC
+from odradek.broker.txn.config import TRANSACTION_STATE_TOPIC
 from odradek.errors import ErrorCode, KafkaError
 
 API_KEY = 10
@@ -65,20 +65,25 @@ def _error(code: ErrorCode, message: str | None = None) -> _Answer:
 
 
 async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_Answer]:
-    if key_type == KEY_TYPE_TRANSACTION:
-        return [_error(ErrorCode.coordinator_not_available, "odradek has no transaction coordinator") for _ in keys]
-    if key_type != KEY_TYPE_GROUP:
-        return [_error(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}") for _ in keys]
     services = ctx.services
-    if services.metadata.partition_count(OFFSETS_TOPIC) is None:
+    partition_for: Callable[[str], int]
+    if key_type == KEY_TYPE_GROUP:
+        topic, ensure = OFFSETS_TOPIC, services.topics.ensure_offsets_topic
+        partition_for = services.groups.partition_for
+    elif key_type == KEY_TYPE_TRANSACTION:
+        topic, ensure = TRANSACTION_STATE_TOPIC, services.topics.ensure_transaction_state_topic
+        partition_for = services.transactions.partition_for
+    else:
+        return [_error(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}") for _ in keys]
+    if services.metadata.partition_count(topic) is None:
         try:
-            await services.topics.ensure_offsets_topic()
+            await ensure()
         except KafkaError as exc:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+            log.warning("cannot create %s: %s", topic, exc)
             return [_error(ErrorCode.coordinator_not_available, str(exc)) for _ in keys]
     answers: list[_Answer] = []
     for key in keys:
-        leader = services.metadata.leader_for(OFFSETS_TOPIC, services.groups.partition_for(key))
+        leader = services.metadata.leader_for(topic, partition_for(key))
         endpoint = services.metadata.endpoint(leader) if leader is not None else None
         if leader is None or endpoint is None:
             answers.append(_error(ErrorCode.coordinator_not_available))

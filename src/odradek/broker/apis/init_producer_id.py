@@ -1,9 +1,18 @@
 """InitProducerId (key 22), versions 0-5.
 
-Gives an idempotent producer a fresh producer id with epoch 0, from durable blocks so ids are never reused across
-restarts. A producer that re-initialises with its current id and epoch (KIP-360, v3+) gets the same id with the
-epoch bumped, or a new id when the epoch would overflow. Transactional ids are refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED: odradek has no transaction coordinator.
+Without a transactional id: an idempotent producer gets a fresh producer id with epoch 0, from durable blocks so ids
+are never reused across restarts; one that re-initialises with its current id and epoch (KIP-360, v3+) gets the same
+id with the epoch bumped, or a new id when the epoch would overflow.
+
+With a transactional id, the id's transaction coordinator answers (NOT_COORDINATOR elsewhere, as Kafka), as Kafka's
+TransactionCoordinator does: a new id gets a producer id at epoch 0; a known one the same producer id with the epoch
+bumped, which fences every older producer of that id; an ongoing transaction of the older producer is aborted first
+(its epoch bumped, markers written) and the request answered CONCURRENT_TRANSACTIONS so the client retries and gets
+the next epoch; PrepareCommit/PrepareAbort still completing is CONCURRENT_TRANSACTIONS; an exhausted epoch moves to
+a new producer id. A KIP-360 client (v3+) sending its producer id and epoch recovers (the bump, or the same answer
+again for a retried bump) unless another producer took over: PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). A
+timeout beyond ``transaction.max.timeout.ms`` (or not positive) is INVALID_TRANSACTION_TIMEOUT; an empty id
+INVALID_REQUEST; a producer id without an epoch (or the reverse) INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit
+from odradek.broker.txn.decisions import to_client_error
 from odradek.errors import ErrorCode
 
 API_KEY = 22
@@ -21,18 +31,23 @@ MAX_EPOCH = 32767
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    if request.transactional_id is not None:
-        return fit(
-            ctx.response_class, throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.transactional_id_authorization_failed, producer_id=-1, producer_epoch=-1,
-        )
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
+    if request.transactional_id is not None:
+        if (pid == -1) != (epoch == -1):
+            return _answer(ctx, ErrorCode.invalid_request, -1, -1)
+        expected = None if pid == -1 else (pid, epoch)
+        timeout_ms = round(request.transaction_timeout.total_seconds() * 1000)
+        error, new_pid, new_epoch = await ctx.services.transactions.coordinator.init_producer_id(
+            request.transactional_id, timeout_ms, expected)
+        return _answer(ctx, to_client_error(error, ctx.api_version >= 4), new_pid, new_epoch)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         new_pid, new_epoch = pid, epoch + 1
     else:
         new_pid, new_epoch = await ctx.services.producer_ids.next_id(), 0
-    return fit(
-        ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-        producer_id=new_pid, producer_epoch=new_epoch,
-    )
+    return _answer(ctx, ErrorCode.none, new_pid, new_epoch)
+
+
+def _answer(ctx: RequestContext, error: ErrorCode, pid: int, epoch: int) -> Any:
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=error, producer_id=pid,
+               producer_epoch=epoch)

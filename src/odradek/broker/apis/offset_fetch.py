@@ -3,8 +3,11 @@
 Offsets are returned whatever the group's state (a standalone consumer has no membership). A partition with no
 commit gets offset -1 and empty metadata with no error; ``topics`` null (v2+) means every partition the group
 committed. v1 reports a group-level failure on each partition, v2+ in the top-level error code; v8+ fetch
-several groups in one request, each answered on its own. ``require_stable`` (v7+) needs no waiting here:
-odradek has no transactional offset commits that could be pending. v10 (topic ids) is not served.
+several groups in one request, each answered on its own. ``require_stable`` (v7+, KIP-447): a requested
+partition whose offset may still change — a transaction committed offsets for it and its marker has not arrived,
+or a plain commit is in flight — gets UNSTABLE_OFFSET_COMMIT (offset -1) and the client retries, as Kafka
+answers; without it the last visible offset is returned. A request for all partitions is never unstable (Kafka
+checks only the partitions named). v10 (topic ids) is not served.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         group_cls = nested(ctx, "OffsetFetchResponseGroup")
         groups = []
         for g in request.groups:
-            error, topics = _fetch(ctx, g.group_id, g.topics)
+            error, topics = _fetch(ctx, g.group_id, g.topics, request.require_stable)
             groups.append(
                 group_cls(
                     group_id=g.group_id,
@@ -39,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(groups))
-    error, topics = _fetch(ctx, request.group_id, request.topics)
+    error, topics = _fetch(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
     if ctx.api_version < 2 and error is not ErrorCode.none:
         topics = [(name, [(p, None, error) for p, _, _ in parts]) for name, parts in topics]
     return fit(
@@ -50,10 +53,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-def _fetch(ctx: RequestContext, group_id: str, requested: Any) -> _GroupAnswer:
+def _fetch(ctx: RequestContext, group_id: str, requested: Any, require_stable: bool) -> _GroupAnswer:
     """Ask the coordinator; keep the request's topic order, or the committed order when all were asked for."""
     wanted = None if requested is None else [TopicPartition(t.name, p) for t in requested for p in t.partition_indexes]
     error, offsets = ctx.services.groups.fetch_offsets(group_id, wanted)
+    unstable = (
+        ctx.services.groups.unstable_offsets(group_id, wanted)
+        if require_stable and wanted is not None and error is ErrorCode.none
+        else set()
+    )
     by_topic: dict[str, list[tuple[int, OffsetValue | None, ErrorCode]]] = {}
     if requested is None:
         if error is ErrorCode.none:
@@ -62,7 +70,12 @@ def _fetch(ctx: RequestContext, group_id: str, requested: Any) -> _GroupAnswer:
     else:
         for t in requested:
             parts = by_topic.setdefault(t.name, [])
-            parts += [(p, offsets.get(TopicPartition(t.name, p)), ErrorCode.none) for p in t.partition_indexes]
+            for p in t.partition_indexes:
+                tp = TopicPartition(t.name, p)
+                if tp in unstable:
+                    parts.append((p, None, ErrorCode.unstable_offset_commit))
+                else:
+                    parts.append((p, offsets.get(tp), ErrorCode.none))
     return error, list(by_topic.items())
 
 

@@ -7,14 +7,23 @@ producer's sequence state in the log: a retried batch is acknowledged with its o
 OUT_OF_ORDER_SEQUENCE_NUMBER. acks=0 gets no response; acks=1 answers after the leader's append; acks=-1 waits
 until every ISR member has the batch (the high watermark passes it) within the request's timeout, refusing with
 NOT_ENOUGH_REPLICAS before the append when the ISR is below ``min.insync.replicas`` (capped at the replication
-factor) and NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank meanwhile. Transactions are not supported: a
-transactional produce is refused per partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+factor) and NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank meanwhile.
+
+Transactional batches (KIP-98) need the request's transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as
+Kafka answers without one). When the producer has no open transaction on a partition in this epoch, the broker first
+asks the transaction coordinator whether the partition was added to the transaction (KIP-890 part 1, Kafka 3.6+):
+INVALID_TXN_STATE if not; its retriable errors arrive as NOT_ENOUGH_REPLICAS, which producers retry. A
+marker written while that question was out invalidates the answer (INVALID_TXN_STATE), so a late batch never reopens
+an ended transaction. The log then checks epochs (INVALID_PRODUCER_EPOCH), sequences, and that a producer with an
+open transaction writes only transactional batches (INVALID_TXN_STATE).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.apis import Encoded, RequestContext
@@ -22,6 +31,7 @@ from odradek.broker.replica import Partition
 from odradek.broker.topics import INTERNAL_TOPICS
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.encoders import ProducePartitionResult, encode_produce_response
+from odradek.protocol.records import HEADER_SIZE, read_header
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -30,52 +40,138 @@ MAX_VERSION = 12
 log = logging.getLogger(__name__)
 
 
+@dataclass(slots=True)
+class _Pending:
+    """One partition of the request between its checks and its append."""
+
+    topic: str
+    data: Any
+    result: ProducePartitionResult
+    producer: tuple[int, int] | None = None  # (producer id, epoch) of a transactional batch
+    verification: object = None  # the log's token while the coordinator is asked
+
+
 async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
     services = ctx.services
     acks = request.acks
     timeout_s = request.timeout.total_seconds()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
-    waits: list[tuple[ProducePartitionResult, Partition, int]] = []
+    pending: list[_Pending] = []
     for topic in request.topic_data:
         parts: list[ProducePartitionResult] = []
         results.append((topic.name, parts))
         for pdata in topic.partition_data:
             result = ProducePartitionResult(pdata.index)
             parts.append(result)
+            item = _Pending(topic.name, pdata, result)
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.invalid_required_acks)
-                if request.transactional_id is not None:
-                    raise KafkaError(ErrorCode.transactional_id_authorization_failed, "transactions are not supported")
                 if topic.name in INTERNAL_TOPICS:
                     raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}")
                 if pdata.records is None:
                     raise KafkaError(ErrorCode.invalid_record, "no records")
-                part = services.replicas.leader_partition(topic.name, pdata.index)
-                if acks == -1:
-                    min_isr = min(int(part.log.config.min_insync_replicas), len(part.replicas))
-                    if len(part.isr) < min_isr:
-                        raise KafkaError(
-                            ErrorCode.not_enough_replicas,
-                            f"The size of the current ISR {part.isr} is insufficient to satisfy the min.isr "
-                            f"requirement of {min_isr} for partition {topic.name}-{pdata.index}",
-                        )
-                appended, part = services.replicas.append_records(topic.name, pdata.index, pdata.records)
-                result.base_offset = appended.first_offset
-                result.log_append_time_ms = appended.log_append_time_ms
-                result.log_start_offset = appended.log_start_offset
-                if acks == -1:
-                    waits.append((result, part, appended.last_offset + 1))
+                services.replicas.leader_partition(topic.name, pdata.index)
+                item.producer = _transactional_producer(pdata.records)
+                if item.producer is not None and request.transactional_id is None:
+                    raise KafkaError(ErrorCode.transactional_id_authorization_failed,
+                                     "transactional records in a request without a transactional id")
+                pending.append(item)
             except KafkaError as exc:
-                result.error_code = int(exc.code)
-                result.error_message = exc.message
-                if exc.code not in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
-                    log.info("produce to %s-%d refused: %s", topic.name, pdata.index, exc)
+                _refuse(result, topic.name, pdata.index, exc)
+    await _verify(ctx, request.transactional_id, pending)
+    waits: list[tuple[ProducePartitionResult, Partition, int]] = []
+    for item in pending:
+        result, index = item.result, item.data.index
+        if result.error_code:
+            continue
+        try:
+            part = services.replicas.leader_partition(item.topic, index)
+            if item.producer is not None and item.verification is not None and not part.log.txn_verification_current(
+                item.producer[0], item.verification
+            ):
+                raise KafkaError(ErrorCode.invalid_txn_state,
+                                 "the transaction ended while the partition was being verified")
+            if acks == -1:
+                min_isr = min(int(part.log.config.min_insync_replicas), len(part.replicas))
+                if len(part.isr) < min_isr:
+                    raise KafkaError(
+                        ErrorCode.not_enough_replicas,
+                        f"The size of the current ISR {part.isr} is insufficient to satisfy the min.isr "
+                        f"requirement of {min_isr} for partition {item.topic}-{index}",
+                    )
+            appended, part = services.replicas.append_records(item.topic, index, item.data.records)
+            result.base_offset = appended.first_offset
+            result.log_append_time_ms = appended.log_append_time_ms
+            result.log_start_offset = appended.log_start_offset
+            if acks == -1:
+                waits.append((result, part, appended.last_offset + 1))
+        except KafkaError as exc:
+            _refuse(result, item.topic, index, exc)
     if waits:
         await asyncio.gather(*(_await_replication(r, p, offset, timeout_s) for r, p, offset in waits))
     if acks == 0:
         return None
     return Encoded(encode_produce_response(ctx.api_version, results))
+
+
+def _refuse(result: ProducePartitionResult, topic: str, index: int, exc: KafkaError) -> None:
+    result.error_code = int(exc.code)
+    result.error_message = exc.message
+    if exc.code not in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
+        log.info("produce to %s-%d refused: %s", topic, index, exc)
+
+
+def _transactional_producer(records: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """``(producer id, epoch)`` when the first batch is transactional (a malformed set is refused by the append's
+    own validation)."""
+    if len(records) < HEADER_SIZE:
+        return None
+    header = read_header(records)
+    if header.magic != 2 or not header.is_transactional or header.producer_id < 0:
+        return None
+    return header.producer_id, header.producer_epoch
+
+
+async def _verify(ctx: RequestContext, transactional_id: str | None, pending: list[_Pending]) -> None:
+    """KIP-890: before a producer's first batch of a transaction lands on a partition, ask its coordinator
+    whether the partition was added to that transaction; all partitions of the request at once."""
+    if transactional_id is None:
+        return
+    transactions = ctx.services.transactions
+    asked: list[tuple[_Pending, Awaitable[ErrorCode]]] = []
+    for item in pending:
+        if item.producer is None:
+            continue
+        pid, epoch = item.producer
+        try:
+            part = ctx.services.replicas.leader_partition(item.topic, item.data.index)
+            if part.log.has_ongoing_transaction(pid, epoch):
+                continue
+            item.verification = part.log.start_txn_verification(pid)
+        except KafkaError as exc:
+            _refuse(item.result, item.topic, item.data.index, exc)
+            continue
+        asked.append((item, transactions.verify_partition(transactional_id, pid, epoch, item.topic,
+                                                          item.data.index)))
+    if not asked:
+        return
+    codes = await asyncio.gather(*(call for _, call in asked), return_exceptions=True)
+    for (item, _), code in zip(asked, codes, strict=True):
+        if isinstance(code, BaseException):
+            log.warning("verifying %s-%d for transactional id %s failed: %r", item.topic, item.data.index,
+                        transactional_id, code)
+            code = ErrorCode.coordinator_not_available
+        if code != ErrorCode.none:
+            _refuse(item.result, item.topic, item.data.index, _verification_error(ErrorCode(code)))
+
+
+def _verification_error(code: ErrorCode) -> KafkaError:
+    """The coordinator's answer as the partition's error (the transactions service already translated its
+    retriable errors to NOT_ENOUGH_REPLICAS, as Kafka's ReplicaManager does)."""
+    if code == ErrorCode.invalid_txn_state:
+        return KafkaError(code, "Partition was not added to the transaction")
+    return KafkaError(code, f"Unable to verify the partition has been added to the transaction: {code.name}")
 
 
 async def _await_replication(result: ProducePartitionResult, part: Partition, offset: int, timeout_s: float) -> None:

@@ -17,14 +17,16 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import struct
 from collections import Counter, defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.group.config import GroupConfig
-from odradek.broker.group.metadata import Group, GroupState, Member, Protocols
+from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
 from odradek.broker.group.offsets_log import OffsetsLog
 from odradek.broker.group.results import (
     GroupOverview,
@@ -52,7 +54,7 @@ from odradek.broker.group.timers import Timers
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
-from odradek.protocol.records import encode_batch
+from odradek.protocol.records import CONTROL_COMMIT, encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,11 @@ class GroupCoordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._sweep_scheduled = False
+        self._order = itertools.count()
+        """Numbers appended records in log order (appends to one partition take effect in call order)."""
+        self._producer_groups: defaultdict[int, set[str]] = defaultdict(set)
+        """Kafka's openGroupsForProducer: groups holding a producer's pending transactional offsets."""
+        self._completed_while_loading: defaultdict[int, list[tuple[int, bool]]] = defaultdict(list)
 
     # --- ownership ------------------------------------------------------------------------------------------
 
@@ -174,16 +181,32 @@ class GroupCoordinator:
 
     async def _load(self, partition: int, epoch: int) -> None:
         # Only the last record of each key counts (the log is compacted the same way), so values are decoded once
-        # per surviving key, not once per record: a partition is mostly superseded offset commits.
+        # per surviving key, not once per record: a partition is mostly superseded offset commits. Records of a
+        # transactional batch wait per producer for its control batch: COMMIT merges them (if not superseded by
+        # a later plain commit), ABORT drops them; still open at the end, they stay pending (Kafka's loader).
         latest: dict[bytes, tuple[int, bytes | None]] = {}
-        seq = 0
+        open_txns: dict[int, dict[bytes, tuple[int, bytes | None]]] = {}
+        records_read = 0
         try:
             for n, (header, records) in enumerate(self._log.read(partition), 1):
-                if not header.is_control:
+                if header.is_control:
+                    commit = _control_is_commit(records)
+                    pending = open_txns.pop(header.producer_id, {})
+                    if commit:
+                        for raw_key, entry in pending.items():
+                            if raw_key not in latest or latest[raw_key][0] < entry[0]:
+                                latest[raw_key] = entry
+                elif header.is_transactional:
+                    pending = open_txns.setdefault(header.producer_id, {})
+                    for record in records:
+                        if record.key is not None and _is_offset_key(record.key):
+                            pending[record.key] = (next(self._order), record.value)
+                            records_read += 1
+                else:
                     for record in records:
                         if record.key is not None:
-                            latest[record.key] = (seq, record.value)
-                            seq += 1
+                            latest[record.key] = (next(self._order), record.value)
+                            records_read += 1
                 if n % LOAD_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                     if self._load_epoch[partition] != epoch:
@@ -191,19 +214,33 @@ class GroupCoordinator:
         except BaseException:
             if self._load_epoch[partition] == epoch:
                 self._loading.discard(partition)
+                self._completed_while_loading.pop(partition, None)
             raise
         if self._load_epoch[partition] != epoch:
             return
         group_values, offsets = self._decode_latest(latest)
+        pending_offsets: dict[str, dict[int, dict[TopicPartition, tuple[int, OffsetValue]]]] = defaultdict(dict)
+        for producer_id, entries in open_txns.items():
+            for key, (order, offset) in self._decode_offsets(entries).items():
+                if offset is not None:
+                    by_producer = pending_offsets[key.group].setdefault(producer_id, {})
+                    by_producer[TopicPartition(key.topic, key.partition)] = (order, offset)
         now = self._clock.now_ms()
         loaded = 0
-        for group_id in {*group_values, *offsets}:
+        for group_id in {*group_values, *offsets, *pending_offsets}:
             value = group_values.get(group_id)
             group_offsets = offsets.get(group_id, {})
-            if value is None and not group_offsets:
+            group_pending = pending_offsets.get(group_id, {})
+            if value is None and not group_offsets and not group_pending:
                 continue
             group = Group.from_value(group_id, value) if value is not None else Group(group_id)
-            group.offsets = dict(group_offsets)
+            group.offsets = {tp: v for tp, (_, v) in group_offsets.items()}
+            group.offset_order = {tp: order for tp, (order, _) in group_offsets.items()}
+            for producer_id, txn_offsets in group_pending.items():
+                group.pending_txn_offsets[producer_id] = {
+                    tp: PendingTxnOffset(v, order) for tp, (order, v) in txn_offsets.items()
+                }
+                self._producer_groups[producer_id].add(group_id)
             self._groups[group_id] = group
             loaded += 1
             for member in group.members.values():
@@ -212,31 +249,52 @@ class GroupCoordinator:
                 self._prepare_rebalance(group, "freshly loaded group is over group.max.size")
         self._loading.discard(partition)
         self._owned.add(partition)
+        # Markers written while the log was being read may lie past where the reader stopped; their completions
+        # were queued. No transactional offsets were appended meanwhile (TxnOffsetCommit got
+        # COORDINATOR_LOAD_IN_PROGRESS), so a producer still pending here is the one the marker closed.
+        for producer_id, commit in self._completed_while_loading.pop(partition, []):
+            self._complete_transaction(partition, producer_id, commit)
         self._ensure_sweep()
-        log.info("loaded %d groups from __consumer_offsets-%d (%d records)", loaded, partition, seq)
+        log.info(
+            "loaded %d groups from __consumer_offsets-%d (%d records, %d open transactions)",
+            loaded, partition, records_read, sum(len(p) for p in pending_offsets.values()),
+        )
 
     @staticmethod
-    def _decode_latest(
+    def _decode_offsets(
         latest: Mapping[bytes, tuple[int, bytes | None]],
-    ) -> tuple[dict[str, GroupValue | None], dict[str, dict[TopicPartition, OffsetValue]]]:
-        """Decode the last record of each raw key; two encodings of one key (v0 and v1) resolve by log order."""
-        group_values: dict[str, tuple[int, GroupValue | None]] = {}
+    ) -> dict[OffsetKey, tuple[int, OffsetValue | None]]:
         offset_values: dict[OffsetKey, tuple[int, OffsetValue | None]] = {}
         for raw_key, (seq, raw_value) in latest.items():
             try:
                 key = decode_key(raw_key)
-                if isinstance(key, OffsetKey):
-                    if key not in offset_values or offset_values[key][0] < seq:
-                        value = None if raw_value is None else decode_offset_value(raw_value)
-                        offset_values[key] = (seq, value)
-                elif key.group not in group_values or group_values[key.group][0] < seq:
+                if isinstance(key, OffsetKey) and (key not in offset_values or offset_values[key][0] < seq):
+                    offset_values[key] = (seq, None if raw_value is None else decode_offset_value(raw_value))
+            except (SchemaError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable __consumer_offsets record: %s", exc)
+        return offset_values
+
+    @classmethod
+    def _decode_latest(
+        cls,
+        latest: Mapping[bytes, tuple[int, bytes | None]],
+    ) -> tuple[dict[str, GroupValue | None], dict[str, dict[TopicPartition, tuple[int, OffsetValue]]]]:
+        """Decode the last record of each raw key; two encodings of one key (v0 and v1) resolve by log order."""
+        group_values: dict[str, tuple[int, GroupValue | None]] = {}
+        for raw_key, (seq, raw_value) in latest.items():
+            if _is_offset_key(raw_key):
+                continue
+            try:
+                key = decode_key(raw_key)
+                if isinstance(key, GroupKey) and (key.group not in group_values or group_values[key.group][0] < seq):
                     group_values[key.group] = (seq, None if raw_value is None else decode_group_value(raw_value))
             except (SchemaError, UnicodeDecodeError) as exc:
                 log.warning("skipping unreadable __consumer_offsets record: %s", exc)
-        offsets: dict[str, dict[TopicPartition, OffsetValue]] = defaultdict(dict)
-        for key, (_, offset) in offset_values.items():
+        offsets: dict[str, dict[TopicPartition, tuple[int, OffsetValue]]] = defaultdict(dict)
+        offset_entries = {k: v for k, v in latest.items() if _is_offset_key(k)}
+        for key, (seq, offset) in cls._decode_offsets(offset_entries).items():
             if offset is not None:
-                offsets[key.group][TopicPartition(key.topic, key.partition)] = offset
+                offsets[key.group][TopicPartition(key.topic, key.partition)] = (seq, offset)
         return {g: v for g, (_, v) in group_values.items()}, offsets
 
     def unload_partition(self, partition: int) -> None:
@@ -244,9 +302,14 @@ class GroupCoordinator:
         self._load_epoch[partition] += 1
         self._loading.discard(partition)
         self._owned.discard(partition)
+        self._completed_while_loading.pop(partition, None)
         for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(group_id)
             self._on_group_unloaded(group)
+        for producer_id, group_ids in list(self._producer_groups.items()):
+            group_ids -= {g for g in group_ids if self.partition_for(g) == partition}
+            if not group_ids:
+                del self._producer_groups[producer_id]
 
     def _on_group_unloaded(self, group: Group) -> None:
         for member in group.members.values():
@@ -983,19 +1046,116 @@ class GroupCoordinator:
             (encode_key(OffsetKey(group.group_id, topic, partition)), encode_offset_value(value))
             for (topic, partition), value in accepted.items()
         ]
+        order = next(self._order)
         self._pending_commits[group] += 1
+        group.pending_offset_commits.update(accepted.keys())
         try:
             code = await self._append(self.partition_for(group.group_id), records)
         finally:
             self._pending_commits[group] -= 1
             if not self._pending_commits[group]:
                 del self._pending_commits[group]
+            group.pending_offset_commits.subtract(accepted.keys())
+            group.pending_offset_commits += Counter()  # drop the zeros
         if code is ErrorCode.none and self._groups.get(group.group_id) is group:
-            group.offsets.update(accepted)
+            for tp, value in accepted.items():
+                group.put_offset_if_newer(tp, value, order)
         else:
             code = _OFFSET_STORE_ERRORS.get(code, code)
         results.update(dict.fromkeys(accepted, code))
         return results
+
+    # --- transactional offsets (KIP-98, KIP-447) ------------------------------------------------------------
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: Mapping[TopicPartition, OffsetCommit],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: append the offsets as the producer's transactional batch; they stay pending until
+        the transaction's marker reaches this partition (:meth:`complete_transaction`).
+
+        Kafka's validateOffsetCommit with isTransactional: membership is checked only when the request names a
+        member, generation or instance (v3+, KIP-447); a request without them (v0-v2, or a producer that does
+        not pass group metadata) commits whatever the group's state.
+        """
+
+        def all_(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            return dict.fromkeys(offsets, code)
+
+        error = self._check(group_id)
+        if error is not None:
+            return all_(error)
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+        if group.state is GroupState.DEAD:
+            return all_(ErrorCode.coordinator_not_available)
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            if group.is_static_member_fenced(member_id, group_instance_id):
+                return all_(ErrorCode.fenced_instance_id)
+            if not group.has(member_id):
+                return all_(ErrorCode.unknown_member_id)
+            if generation_id != group.generation_id:
+                return all_(ErrorCode.illegal_generation)
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        now = self._clock.now_ms()
+        for tp, commit in offsets.items():
+            metadata = commit.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                accepted[tp] = OffsetValue(commit.offset, commit.leader_epoch, metadata, now)
+        if not accepted:
+            return results
+        records = [
+            (encode_key(OffsetKey(group.group_id, topic, partition)), encode_offset_value(value))
+            for (topic, partition), value in accepted.items()
+        ]
+        group.prepare_txn_offsets(producer_id, accepted)
+        self._producer_groups[producer_id].add(group_id)
+        order = next(self._order)
+        code = await self._append(
+            self.partition_for(group_id), records, producer=(producer_id, producer_epoch)
+        )
+        for tp, value in accepted.items():
+            if code is ErrorCode.none:
+                group.on_txn_offset_appended(producer_id, tp, value, order)
+            else:
+                group.fail_txn_offset(producer_id, tp)
+        if code is not ErrorCode.none:
+            code = _OFFSET_STORE_ERRORS.get(code, code)
+        results.update(dict.fromkeys(accepted, code))
+        return results
+
+    async def complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT or ABORT marker is in ``offsets_partition``'s log (WriteTxnMarkers calls this
+        after the marker is replicated): publish or drop the offsets it committed in the transaction."""
+        if offsets_partition in self._loading:
+            self._completed_while_loading[offsets_partition].append((producer_id, commit))
+        elif offsets_partition in self._owned:
+            self._complete_transaction(offsets_partition, producer_id, commit)
+
+    def _complete_transaction(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
+        group_ids = self._producer_groups.get(producer_id, set())
+        done = {g for g in group_ids if self.partition_for(g) == offsets_partition}
+        for group_id in done:
+            group = self._groups.get(group_id)
+            if group is not None:
+                published = group.complete_txn(producer_id, commit)
+                log.debug(
+                    "producer %d %s: %d offsets of group %s",
+                    producer_id, "committed" if commit else "aborted", published, group_id,
+                )
+        group_ids -= done
+        if not group_ids:
+            self._producer_groups.pop(producer_id, None)
 
     def fetch_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition] | None
@@ -1011,6 +1171,14 @@ class GroupCoordinator:
             return ErrorCode.none, dict(stored)
         return ErrorCode.none, {tp: stored.get(tp) for tp in partitions}
 
+    def unstable_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Partitions whose committed offset may still change: a plain commit in flight or a transaction's
+        offsets awaiting its marker (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for tp in partitions if group.has_pending_offsets(tp)}
+
     async def remove_offsets_for_topics(self, topics: Iterable[str]) -> int:
         """Forget offsets of deleted topics (DeleteTopics calls this), writing tombstones; returns how
         many."""
@@ -1020,7 +1188,7 @@ class GroupCoordinator:
         for group in list(self._groups.values()):
             gone = [tp for tp in group.offsets if tp[0] in wanted]
             for tp in gone:
-                del group.offsets[tp]
+                group.remove_offset(tp)
                 tombstones[self.partition_for(group.group_id)].append(
                     (encode_key(OffsetKey(group.group_id, *tp)), None)
                 )
@@ -1144,6 +1312,8 @@ class GroupCoordinator:
                 continue
             expired = []
             for tp, value in group.offsets.items():
+                if group.has_pending_offsets(tp):
+                    continue
                 if value.expire_timestamp is not None:
                     if now >= value.expire_timestamp:
                         expired.append(tp)
@@ -1156,7 +1326,7 @@ class GroupCoordinator:
                 if now - base >= retention:
                     expired.append(tp)
             for tp in expired:
-                del group.offsets[tp]
+                group.remove_offset(tp)
                 tombstones[self.partition_for(group.group_id)].append(
                     (encode_key(OffsetKey(group.group_id, *tp)), None)
                 )
@@ -1167,7 +1337,7 @@ class GroupCoordinator:
         return removed
 
     def _drop_if_dead_empty(self, group: Group, tombstones: dict[int, list[tuple[bytes, bytes | None]]]) -> None:
-        if group.state is GroupState.EMPTY and not group.offsets and not group.members:
+        if group.state is GroupState.EMPTY and not group.has_offsets and not group.members:
             group.transition_to(GroupState.DEAD, self._clock.now_ms())
             self._groups.pop(group.group_id, None)
             tombstones[self.partition_for(group.group_id)].append((encode_key(GroupKey(group.group_id)), None))
@@ -1185,9 +1355,23 @@ class GroupCoordinator:
 
         self._spawn(store())
 
-    async def _append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
-        """Append one batch and wait (at most offsets.commit.timeout.ms) until it is committed."""
-        batch = encode_batch([(key, value, ()) for key, value in records], timestamp_ms=self._clock.now_ms())
+    async def _append(
+        self,
+        partition: int,
+        records: Sequence[tuple[bytes, bytes | None]],
+        *,
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
+        """Append one batch and wait (at most offsets.commit.timeout.ms) until it is committed; ``producer``
+        (id, epoch) makes it that producer's transactional batch, as Kafka writes a TxnOffsetCommit."""
+        entries = [(key, value, ()) for key, value in records]
+        if producer is None:
+            batch = encode_batch(entries, timestamp_ms=self._clock.now_ms())
+        else:
+            # Kafka's GroupMetadataManager.storeOffsets for a TxnOffsetCommit: the producer's id and epoch, no
+            # sequence, the transactional attribute.
+            batch = encode_batch(entries, timestamp_ms=self._clock.now_ms(), producer_id=producer[0],
+                                 producer_epoch=producer[1], transactional=True)
         task = asyncio.ensure_future(self._log.append(partition, batch))
         try:
             await asyncio.wait_for(asyncio.shield(task), self.config.offsets_commit_timeout_ms / 1000)
@@ -1237,6 +1421,22 @@ class GroupCoordinator:
         self._timers.clear()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=self.config.offsets_commit_timeout_ms / 1000)
+
+
+_CONTROL_KEY = struct.Struct(">hh")
+
+
+def _control_is_commit(records: Sequence[Any]) -> bool:
+    """A control batch's record key is Kafka's ControlRecordType: int16 version, int16 type (0 ABORT, 1 COMMIT)."""
+    for record in records:
+        if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
+            return bool(_CONTROL_KEY.unpack_from(record.key)[1] == CONTROL_COMMIT)
+    return False
+
+
+def _is_offset_key(raw_key: bytes) -> bool:
+    """Key versions 0 and 1 are OffsetCommitKey; 2 is GroupMetadataKey."""
+    return len(raw_key) >= 2 and raw_key[0] == 0 and raw_key[1] in (0, 1)
 
 
 def _consume_result(task: asyncio.Future[Any]) -> None:

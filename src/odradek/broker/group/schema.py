@@ -19,6 +19,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from odradek.placement.java import coordinator_partition
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -40,7 +42,7 @@ def java_string_hashcode(s: str) -> int:
 
 def partition_for(group_id: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition that holds ``group_id``: Kafka's ``Utils.abs(hashCode) % n``."""
-    return (java_string_hashcode(group_id) & 0x7FFFFFFF) % num_partitions
+    return coordinator_partition(group_id, num_partitions)
 
 
 @dataclass(frozen=True, slots=True)

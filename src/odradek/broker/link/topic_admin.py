@@ -21,6 +21,7 @@ from odradek.broker.link.membership import Membership
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.topic_config import validate_overrides
 from odradek.broker.topics import TopicRecord, collision_key, fallback_topic_id, validate_topic_name
+from odradek.broker.txn.config import TRANSACTION_STATE_TOPIC
 from odradek.coordination import BadVersionError, NodeExistsError, NoNodeError
 from odradek.coordination import znodes as zn
 from odradek.errors import ErrorCode, KafkaError
@@ -196,6 +197,30 @@ class TopicAdmin:
         try:
             await self.create_topic(OFFSETS_TOPIC, self._place(self.config["offsets.topic.num.partitions"], rf, live),
                                     configs)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.topic_already_exists:
+                raise
+
+    async def ensure_transaction_state_topic(self) -> None:
+        """``__transaction_state`` on first use, with Kafka's settings (TransactionStateManager.transactionTopicConfigs:
+        compacted, uncompressed, no unclean election). The replication factor is capped to the live brokers as for
+        the offsets topic, and ``min.insync.replicas`` to that factor, so a cluster of one can run transactions."""
+        if TRANSACTION_STATE_TOPIC in await self.topic_names():
+            return
+        live = self.live_broker_ids()
+        rf = min(self.config["transaction.state.log.replication.factor"], len(live))
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "unclean.leader.election.enable": "false",
+            "min.insync.replicas": str(max(1, min(self.config["transaction.state.log.min.isr"], rf))),
+            "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
+        }
+        try:
+            await self.create_topic(
+                TRANSACTION_STATE_TOPIC,
+                self._place(self.config["transaction.state.log.num.partitions"], rf, live), configs,
+            )
         except KafkaError as exc:
             if exc.code != ErrorCode.topic_already_exists:
                 raise

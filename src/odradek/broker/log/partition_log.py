@@ -6,6 +6,13 @@ index, bounded by walking batch headers only) so the fetch path never looks insi
 here — producer state, the leader-epoch cache, indexes — is derived from the ``.log`` files and rebuilt from
 them when in doubt.
 
+Transactions: producer state tracks each producer's open transaction; a COMMIT/ABORT marker
+(:meth:`PartitionLog.append_marker`, or replicated from the leader) closes it, and an ABORT adds an entry to the
+``.txnindex`` of the segment the marker lands in. The last stable offset is the high watermark held back at the
+first unstable offset; READ_COMMITTED reads stop there and carry the aborted transactions of the range they return.
+Recovery replays producer state from a snapshot taken at or before the first segment it recovers, so the
+``.txnindex`` of every recovered segment is rebuilt from its markers exactly as it was first written.
+
 Concurrency: the broker drives a log from its event loop, but the replica manager or a flush may call in from
 a worker thread, so every public method holds the log's lock (uncontended, it costs well under a microsecond).
 """
@@ -29,14 +36,21 @@ from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import OpenFiles, process_files
 from odradek.broker.log.producer_state import ProducerStateManager
 from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
+from odradek.broker.log.txn_index import TXNINDEX_SUFFIX, AbortedTxn
 from odradek.broker.topic_config import LogConfig
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
 from odradek.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     HEADER_SIZE,
     BatchHeader,
+    CorruptBatchError,
+    EndTxnMarker,
+    build_control_batch,
     decode_batch,
+    read_end_txn_marker,
     read_header,
     set_log_append_time,
     stamp,
@@ -50,7 +64,10 @@ LIST_EARLIEST = -2
 LIST_MAX_TIMESTAMP = -3
 INT32_MAX = 2**31 - 1  # offsets in a segment's index are int32 relative to its base offset
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
-REBUILD_SEGMENTS_WITHOUT_SNAPSHOT = 2
+# Who appends as leader (Kafka's AppendOrigin): clients get every check; the group coordinator's own transactional
+# offset batches carry no meaningful sequence, so only their epoch and transaction state are checked.
+ORIGIN_CLIENT = "client"
+ORIGIN_COORDINATOR = "coordinator"
 STRAY_SUFFIXES = (".cleaned", ".deleted", ".tmp")
 SWAP_SUFFIX = ".swap"
 
@@ -74,6 +91,9 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    # READ_COMMITTED reads: the aborted transactions overlapping what was returned (None for other reads)
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -128,6 +148,7 @@ class PartitionLog:
         with self._disk("open"):
             self._load(recovery_point, log_start_offset, clean_shutdown)
         self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
+        self._producers.on_high_watermark(self._high_watermark)
 
     # --- loading and recovery -------------------------------------------------------------------------------
 
@@ -145,9 +166,12 @@ class PartitionLog:
         if not self._segments:
             self._add_segment(self._new_segment(max(0, checkpoint_log_start), now))
         recover_from = 0 if recovery_point <= 0 else self._segment_index_for(recovery_point)
+        rebuild: set[LogSegment] = set()  # recovered segments: their .txnindex is rebuilt from their markers
         for i, segment in enumerate(list(self._segments)):
             needs_recovery = (not clean_shutdown and i >= recover_from) or not segment.load()
             if needs_recovery:
+                rebuild.add(segment)
+                segment.txn_index.reset()
                 outcome = segment.recover(self._on_recovered_batch)
                 if outcome.dropped_bytes:
                     log.warning(
@@ -166,11 +190,11 @@ class PartitionLog:
         self._log_start_offset = min(max(checkpoint_log_start, self._segments[0].base_offset), leo)
         self._epochs.truncate_from_end(leo)
         self._epochs.truncate_from_start(self._log_start_offset)
+        self._rebuild_producer_state({s for s in rebuild if s in self._segments})
         for segment in self._segments:
-            if segment.unflushed or segment is not self._active:
+            if segment.unflushed or segment is not self._active or segment.txn_index.unsynced:
                 segment.flush()
         self._recovery_point = leo
-        self._rebuild_producer_state()
 
     def _on_recovered_batch(self, header: BatchHeader) -> None:
         if header.partition_leader_epoch >= 0 and header.partition_leader_epoch > self._epochs.latest_epoch:
@@ -202,28 +226,66 @@ class PartitionLog:
             for old in self.directory.glob(f"*{LOG_SUFFIX}"):
                 stem = old.name[: -len(LOG_SUFFIX)]
                 if stem.isdigit() and base <= int(stem) < max(end, base + 1):
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
                         (self.directory / (stem + suffix)).unlink(missing_ok=True)
             for path in segment.paths():
-                os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+                if path.exists():
+                    os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
 
-    def _rebuild_producer_state(self) -> None:
-        """Snapshot at or below the LEO, then the batch headers after it (headers carry all producer
-        state)."""
+    def _rebuild_producer_state(self, rebuild_index: set[LogSegment] | None = None) -> None:
+        """Snapshot at or below the LEO, then the batches after it (headers carry all producer state; markers
+        are read for their type and coordinator epoch). With ``rebuild_index`` (segments whose ``.txnindex`` was
+        reset), the snapshot must be at or below the first of them, and every ABORT marker in them is written to
+        their index again.
+
+        Without a usable snapshot the whole log is replayed, as Kafka does: a transaction opened many segments
+        ago is still open until its marker, and forgetting it would expose its records to READ_COMMITTED.
+        """
         leo = self.log_end_offset
-        loaded = producer_state.load_latest_snapshot(self.directory, leo)
+        upto = min([leo, *(s.base_offset for s in rebuild_index or ())])
+        loaded = producer_state.load_latest_snapshot(self.directory, upto, delete_above=leo)
         if loaded is not None and loaded[1] >= self._segments[0].base_offset:
             self._producers, start = loaded
         else:
             self._producers = ProducerStateManager()
-            first = max(0, len(self._segments) - REBUILD_SEGMENTS_WITHOUT_SNAPSHOT)
-            start = self._segments[first].base_offset
-        for _, header in self._iter_headers_from(start):
-            self._producers.update(header, header.max_timestamp)
+            start = self._segments[0].base_offset
+        for segment, position, header in self._iter_headers_from(start):
+            if header.producer_id < 0:
+                continue
+            marker = self._read_marker(segment, position, header) if header.is_control else None
+            self._apply_producer_state(segment, header, marker, rebuild_index is not None and segment in rebuild_index)
         self._producers.truncate_head(self._log_start_offset)
 
-    def _iter_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchHeader]]:
-        """Headers of every batch holding an offset >= ``offset``."""
+    def _read_marker(self, segment: LogSegment, position: int, header: BatchHeader) -> EndTxnMarker | None:
+        try:
+            return read_end_txn_marker(segment.read(position, header.size))
+        except CorruptBatchError as exc:
+            log.warning("partition %s: control batch at offset %d ignored: %s", self.name, header.base_offset, exc)
+            return None
+
+    def _apply_producer_state(self, segment: LogSegment, header: BatchHeader, marker: EndTxnMarker | None,
+                              write_index: bool = True) -> None:
+        """One batch now in ``segment``: a data batch updates its producer, a marker closes the producer's
+        transaction and, for an ABORT, records it in the segment's ``.txnindex`` (Kafka's order: the LSO is
+        computed while the transaction still counts as open, then it is completed)."""
+        if header.is_control:
+            if marker is None:
+                return
+            completed = self._producers.apply_marker(header.producer_id, header.producer_epoch,
+                                                     marker.coordinator_epoch, marker.is_abort,
+                                                     header.base_offset, header.max_timestamp)
+            if completed is None:
+                return
+            if completed.is_aborted and write_index:
+                lso = self._producers.last_stable_offset(completed)
+                segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                    completed.last_offset, lso))
+            self._producers.complete_txn(completed)
+        else:
+            self._producers.update(header, header.max_timestamp)
+
+    def _iter_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """Segment, position and header of every batch holding an offset >= ``offset``."""
         for segment in self._segments[self._segment_index_for(offset):]:
             start = 0
             if segment.base_offset <= offset:
@@ -231,8 +293,8 @@ class PartitionLog:
                 if found is None:
                     continue
                 start = found[0]
-            for _, header in segment.iter_headers(start):
-                yield segment, header
+            for position, header in segment.iter_headers(start):
+                yield segment, position, header
 
     # --- segments -------------------------------------------------------------------------------------------
 
@@ -363,6 +425,22 @@ class PartitionLog:
     def high_watermark(self, value: int) -> None:
         with self._lock:
             self._high_watermark = min(max(value, self._log_start_offset), self.log_end_offset)
+            self._producers.on_high_watermark(self._high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The earliest offset of a transaction not yet decided or whose marker is above the high watermark."""
+        with self._lock:
+            first = self._producers.first_unstable_offset()
+            return None if first is None else max(first, self._log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What READ_COMMITTED consumers may read up to: the high watermark, or the first unstable offset
+        below it (never past the high watermark)."""
+        with self._lock:
+            first = self.first_unstable_offset
+            return first if first is not None and first < self._high_watermark else self._high_watermark
 
     @property
     def has_rolled_unflushed(self) -> bool:
@@ -375,19 +453,21 @@ class PartitionLog:
     # --- appends --------------------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: bytearray, headers: list[BatchHeader], leader_epoch: int, now_ms: int
+        self, records: bytearray, headers: list[BatchHeader], leader_epoch: int, now_ms: int,
+        origin: str = ORIGIN_CLIENT,
     ) -> AppendResult:
         """Assign offsets from the LEO and write; a retried idempotent batch returns its original offsets
-        instead."""
+        instead (for clients: the group coordinator's batches are never retried as such)."""
         with self._lock:
             self._check_online()
             self._check_sizes(records, headers)
             log_append = self.config.log_append_time
-            duplicate = self._producers.find_duplicate(headers)
+            client = origin == ORIGIN_CLIENT
+            duplicate = self._producers.find_duplicate(headers) if client else None
             if duplicate is not None:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset,
                                     duplicate.timestamp if log_append else -1, self._log_start_offset, True)
-            self._producers.validate(headers)
+            self._producers.validate(headers, check_sequence=client)
             if not log_append:
                 self._check_timestamps(headers, now_ms)
             first_offset = offset = self.log_end_offset
@@ -412,6 +492,45 @@ class PartitionLog:
             append_time = now_ms if log_append else -1
             return AppendResult(first_offset, offset - 1, append_time, self._log_start_offset)
 
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
+                      leader_epoch: int, now_ms: int) -> int:
+        """Write a COMMIT or ABORT marker for ``producer_id`` as leader and return its offset.
+
+        Fenced as Kafka's appendEndTxnMarker: an older producer epoch is INVALID_PRODUCER_EPOCH, an older
+        coordinator epoch TRANSACTION_COORDINATOR_FENCED; nothing is written then.
+        """
+        with self._lock:
+            self._check_online()
+            self._producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            records = build_control_batch(producer_id, producer_epoch, coordinator_epoch, commit, now_ms)
+            offset = self.log_end_offset
+            stamp(records, 0, offset, leader_epoch)
+            if self.config.log_append_time:
+                set_log_append_time(records, 0, now_ms)
+            header = read_header(records)
+            self._write(records, [(0, header)], now_ms)
+            if leader_epoch >= 0:
+                self._epochs.assign(leader_epoch, offset)
+            with self._disk("transaction index"):
+                self._apply_producer_state(self._active, header,
+                                           EndTxnMarker(CONTROL_COMMIT if commit else CONTROL_ABORT, coordinator_epoch))
+            self._maybe_flush_by_count()
+            return offset
+
+    def start_txn_verification(self, producer_id: int) -> object:
+        """Before asking the coordinator whether a transaction includes this partition (KIP-890): a token that
+        a marker written meanwhile invalidates (see :meth:`txn_verification_current`)."""
+        with self._lock:
+            return self._producers.start_verification(producer_id, self.clock.now_ms())
+
+    def txn_verification_current(self, producer_id: int, token: object) -> bool:
+        with self._lock:
+            return self._producers.verification_current(producer_id, token)
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        with self._lock:
+            return self._producers.has_ongoing_transaction(producer_id, producer_epoch)
+
     def append_as_follower(self, records: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         """Write replicated batches with the leader's offsets (gaps allowed: a compacted leader has them)."""
         with self._lock:
@@ -431,12 +550,26 @@ class PartitionLog:
                 raise ValueError("headers do not cover the record bytes")
             if not stamped:
                 return
+            markers = {position: self._marker_in(records, position, header) for position, header in stamped
+                       if header.is_control and header.producer_id >= 0}
             self._write(records, stamped, self.clock.now_ms())
-            for _, header in stamped:
-                if header.partition_leader_epoch > self._epochs.latest_epoch:
-                    self._epochs.assign(header.partition_leader_epoch, header.base_offset)
-                self._producers.update(header, header.max_timestamp)
+            segment = self._active
+            with self._disk("transaction index"):
+                for position, header in stamped:
+                    if header.partition_leader_epoch > self._epochs.latest_epoch:
+                        self._epochs.assign(header.partition_leader_epoch, header.base_offset)
+                    if header.producer_id >= 0:
+                        self._apply_producer_state(segment, header, markers.get(position))
             self._maybe_flush_by_count()
+
+    def _marker_in(self, records: bytes | bytearray | memoryview, position: int,
+                   header: BatchHeader) -> EndTxnMarker | None:
+        try:
+            return read_end_txn_marker(records, position)
+        except CorruptBatchError as exc:
+            log.warning("partition %s: replicated control batch at offset %d ignored: %s", self.name,
+                        header.base_offset, exc)
+            return None
 
     def _check_sizes(self, records: bytearray, headers: list[BatchHeader]) -> None:
         total = 0
@@ -536,10 +669,16 @@ class PartitionLog:
     # --- reads ----------------------------------------------------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True,
+        read_committed: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but one batch when
-        ``min_one``), none starting at or after ``max_offset`` (the high watermark, for consumers)."""
+        ``min_one``), none starting at or after ``max_offset`` (the high watermark, for consumers).
+
+        ``read_committed`` (a READ_COMMITTED fetch) also bounds the read by the last stable offset and collects
+        the aborted transactions overlapping what is returned, as Kafka's LocalLog.read does: from ``offset`` up
+        to the first offset after the returned bytes.
+        """
         with self._lock:
             self._check_online()
             leo = self.log_end_offset
@@ -549,32 +688,66 @@ class PartitionLog:
                     f"offset {offset} is outside [{self._log_start_offset}, {leo}] of {self.name}",
                 )
             limit = leo if max_offset is None else min(max_offset, leo)
+            lso = self.last_stable_offset
+            if read_committed:
+                limit = min(limit, lso)
+            aborted: list[AbortedTxn] | None = [] if read_committed else None
             with self._disk("read"):
-                buffers, size = self._read_locked(offset, max_bytes, limit, min_one)
-            return ReadResult(buffers, size, self._high_watermark, self._log_start_offset, leo)
+                buffers, size, index, upper = self._read_locked(offset, max_bytes, limit, min_one)
+                if read_committed and size:
+                    aborted = self._collect_aborted(index, offset, upper)
+            return ReadResult(buffers, size, self._high_watermark, self._log_start_offset, leo, lso, aborted)
 
     def _read_locked(
         self, offset: int, max_bytes: int, limit: int, min_one: bool
-    ) -> tuple[list[memoryview], int]:
+    ) -> tuple[list[memoryview], int, int, int]:
+        """``(buffers, size, index of the segment read, offset just after the returned batches)``; Kafka's
+        fetchUpperBoundOffset: the next batch's base offset, else the next segment's, else the log end."""
         if offset >= limit:
-            return [], 0
-        for segment in self._segments[self._segment_index_for(offset):]:
+            return [], 0, -1, offset
+        first_index = self._segment_index_for(offset)
+        for index in range(first_index, len(self._segments)):
+            segment = self._segments[index]
             found = segment.find_batch(offset)
             if found is None:
                 continue  # offset lies past this segment's last batch (compaction removed its tail)
             position, first = found
             if first.base_offset >= limit:
-                return [], 0
+                return [], 0, -1, offset
             if first.size > max_bytes:
                 if not min_one:
-                    return [], 0
+                    return [], 0, -1, offset
                 data = segment.read(position, first.size)
-                return [memoryview(data)], len(data)
+                return [memoryview(data)], len(data), index, self._offset_after(index, position + len(data))
             want = min(max_bytes, segment.size - position)
             data = segment.read(position, want)
             end = _batch_boundary(data, segment, position, limit)
-            return [memoryview(data)[:end]], end
-        return [], 0
+            return [memoryview(data)[:end]], end, index, self._offset_after(index, position + end)
+        return [], 0, -1, offset
+
+    def _offset_after(self, index: int, position: int) -> int:
+        segment = self._segments[index]
+        if position + HEADER_SIZE <= segment.size:
+            return read_header(segment.read(position, HEADER_SIZE)).base_offset
+        if index + 1 < len(self._segments):
+            return self._segments[index + 1].base_offset
+        return self.log_end_offset
+
+    def _collect_aborted(self, index: int, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTransactions: the segment read and those after it, until an entry's LSO shows
+        that no later transaction can start below the upper bound."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[index:]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (tests and tools)."""
+        with self._lock, self._disk("read"):
+            return self._collect_aborted(self._segment_index_for(fetch_offset), fetch_offset, upper_bound)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: ``(offset, timestamp)`` of the first record at or after ``timestamp``, or None.
@@ -686,6 +859,7 @@ class PartitionLog:
         self._recovery_point = min(self._recovery_point, leo)
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), leo)
         self._rebuild_producer_state()
+        self._producers.on_high_watermark(self._high_watermark)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset (at most to the high watermark); returns the new

@@ -1,4 +1,4 @@
-"""One log segment: a ``.log`` file of RecordBatches plus its offset and time indexes.
+"""One log segment: a ``.log`` file of RecordBatches plus its offset, time and aborted-transaction indexes.
 
 The data file is byte-for-byte what Kafka writes, so offsets, CRCs and the client's compressed payloads are
 stored as received. The segment keeps its own end position (``size``) rather than trusting the file length:
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from odradek.broker.log.handles import OpenFiles, process_files
 from odradek.broker.log.index import OffsetIndex, TimeIndex
+from odradek.broker.log.txn_index import TXNINDEX_SUFFIX, TransactionIndex
 from odradek.protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -63,6 +64,7 @@ class LogSegment:
             base_offset,
             index_max_bytes // 12,
         )
+        self.txn_index = TransactionIndex(directory / (file_name(base_offset, TXNINDEX_SUFFIX) + suffix), base_offset)
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -224,6 +226,7 @@ class LogSegment:
             os.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         self.unflushed = False
 
     def truncate_to(self, offset: int) -> int:
@@ -238,6 +241,7 @@ class LogSegment:
         self._truncate_file(position)
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         # Re-derive end-state from what remains: a walk from the last index entry is enough.
         self.size = position
         self._reset_state()
@@ -293,16 +297,19 @@ class LogSegment:
         self.files.close(self)
 
     def paths(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        """Every file of the segment; the ``.txnindex`` exists only once it has an entry."""
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def rename_suffix(self, old: str, new: str) -> None:
-        """Move all three files from ``...<old>`` to ``...<new>`` (e.g. ``.swap`` → ``""``)."""
+        """Move every file from ``...<old>`` to ``...<new>`` (e.g. ``.swap`` → ``""``)."""
         self.offset_index.ensure_file()
         self.time_index.ensure_file()
         self.log_path = _renamed(self.log_path, old, new)
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name[: len(index.path.name) - len(old)] + new))
             index.write_pending()
+        path = self.txn_index.path
+        self.txn_index.rename(path.with_name(path.name[: len(path.name) - len(old)] + new))
 
     def delete_files(self) -> None:
         self.close()

@@ -1,0 +1,27 @@
+"""ListTransactions (key 66), versions 0-1.
+
+Every transactional id this broker coordinates (admin clients ask every broker and merge), filtered by state names
+and producer ids when given; v1's ``duration_filter`` keeps only transactions running longer than that many ms.
+Unknown state names come back in ``unknown_state_filters``; while a partition is loading the answer is
+COORDINATOR_LOAD_IN_PROGRESS, as Kafka's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+
+API_KEY = 66
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    duration = getattr(request, "duration_filter", -1)
+    error, listings, unknown = ctx.services.transactions.coordinator.list_transactions(
+        set(request.producer_id_filters), set(request.state_filters), duration)
+    state_cls = nested(ctx, "TransactionState")
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=error, unknown_state_filters=tuple(unknown),
+               transaction_states=tuple(state_cls(transactional_id=t.transactional_id, producer_id=t.producer_id,
+                                                  transaction_state=t.state) for t in listings))
