@@ -13,7 +13,7 @@ Output columns carry Kafka's names, as rich tables.
 
 from __future__ import annotations
 
-import datetime
+import struct
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -27,6 +27,7 @@ from rich.table import Table
 from odradek.admin import metadata, request_schema
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
+from odradek.protocol.wire import read_compact_string, read_uvarint, skip_tagged_fields
 
 FIND_COORDINATOR, WRITE_TXN_MARKERS = 10, 27
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
@@ -122,15 +123,6 @@ def connect(bootstrap: str) -> Iterator[Cluster]:
         cluster.close()
 
 
-def _ms(value: Any) -> int:
-    """kio gives timestamps as datetimes and durations as timedeltas; Kafka's tools print milliseconds."""
-    if isinstance(value, datetime.timedelta):
-        return int(value.total_seconds() * 1000)
-    if isinstance(value, datetime.datetime):
-        return int(value.timestamp() * 1000)
-    return int(value)
-
-
 def list_transactions(cluster: Cluster) -> list[Listed]:
     out: list[Listed] = []
     for node_id in sorted(cluster.brokers):
@@ -175,17 +167,38 @@ def describe_transactions(cluster: Cluster, transactional_ids: Iterable[str]) ->
         coordinator = find_coordinator(cluster, tid)
         conn = cluster.broker(coordinator)
         version, cls, _mod = request_schema(conn, DESCRIBE_TRANSACTIONS, 0)
-        response = conn.request(DESCRIBE_TRANSACTIONS, cls(transactional_ids=(tid,)), version)
-        for s in response.transaction_states:
-            error = ErrorCode(s.error_code)
+        frame, offset = conn.request_frame(DESCRIBE_TRANSACTIONS, cls(transactional_ids=(tid,)), version)
+        for error, described in _read_describe_transactions(frame, offset, coordinator):
             if error != ErrorCode.none:
-                raise click.ClickException(f"transactional id {s.transactional_id}: {error.name.upper()}")
-            out.append(Described(
-                coordinator, s.transactional_id, int(s.producer_id), int(s.producer_epoch), s.transaction_state,
-                _ms(s.transaction_timeout), _ms(s.transaction_start_time),
-                tuple(sorted((t.topic, int(p)) for t in s.topics for p in t.partitions)),
-            ))
+                raise click.ClickException(f"transactional id {described.transactional_id}: {error.name.upper()}")
+            out.append(described)
     return out
+
+
+def _read_describe_transactions(frame: memoryview, pos: int, coordinator: int) -> list[tuple[ErrorCode, Described]]:
+    """DescribeTransactions v0's response, read by hand: Kafka answers an Empty id with start time -1, which kio's
+    timestamp reader refuses ("Cannot parse negative timestamp")."""
+    buf = bytes(frame)
+    pos += 4  # throttle_time_ms
+    count, pos = read_uvarint(buf, pos)
+    states: list[tuple[ErrorCode, Described]] = []
+    for _ in range(count - 1):
+        (error,) = struct.unpack_from(">h", buf, pos)
+        tid, pos = read_compact_string(buf, pos + 2)
+        state, pos = read_compact_string(buf, pos)
+        timeout_ms, start_ms, producer_id, producer_epoch = struct.unpack_from(">iqqh", buf, pos)
+        pos += 22
+        partitions: list[TP] = []
+        topics, pos = read_uvarint(buf, pos)
+        for _t in range(topics - 1):
+            topic, pos = read_compact_string(buf, pos)
+            n, pos = read_uvarint(buf, pos)
+            partitions += [(topic, p) for p in struct.unpack_from(f">{n - 1}i", buf, pos)]
+            pos = skip_tagged_fields(buf, pos + 4 * (n - 1))
+        pos = skip_tagged_fields(buf, pos)
+        states.append((ErrorCode(error), Described(coordinator, tid, producer_id, producer_epoch, state, timeout_ms,
+                                                   start_ms, tuple(sorted(partitions)))))
+    return states
 
 
 def describe_producers(cluster: Cluster, tps: Iterable[TP]) -> dict[TP, list[ProducerInfo]]:

@@ -43,8 +43,12 @@ class KafkaConnection:
         """Send ``body`` (a kio request entity of the chosen version) and return the decoded response."""
         if version is None:
             version = int(type(body).__version__)
+        frame, offset = self.request_frame(api_key, body, version)
+        return decode_entity(entity_schemas(api_key, version).response, frame, offset)
+
+    def request_frame(self, api_key: int, body: Any, version: int) -> tuple[memoryview, int]:
+        """Send ``body`` and return the undecoded response frame and where its body starts, for the responses
+        kio's readers refuse although Kafka sends them (a -1 timestamp, say)."""
         schemas = entity_schemas(api_key, version)
-        frame, offset = self._conn.request(api_key, version, encode_entity(body),
-                                           flexible_request=schemas.flexible_request,
-                                           flexible_response=schemas.flexible_response)
-        return decode_entity(schemas.response, frame, offset)
+        return self._conn.request(api_key, version, encode_entity(body), flexible_request=schemas.flexible_request,
+                                  flexible_response=schemas.flexible_response)

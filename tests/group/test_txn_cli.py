@@ -68,3 +68,14 @@ def test_abort_without_an_open_transaction_at_that_offset_fails(broker: BrokerPr
     assert result.exit_code != 0 and "Could not find any open transactions starting at offset 7" in result.output
     usage = CliRunner().invoke(transactions, ["--bootstrap-server", broker.bootstrap, "--describe"])
     assert usage.exit_code != 0 and "--transactional-id" in usage.output
+
+
+def test_describe_an_id_without_a_transaction(broker: BrokerProcess) -> None:
+    """An Empty id's start time is -1 on the wire, as Kafka sends it; the tool prints it rather than failing."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "idle-txn"})
+    producer.init_transactions(30)
+    described = _cli(broker, "--describe", "--transactional-id", "idle-txn")
+    assert "Empty" in described and "idle-txn" in described
+    missing = CliRunner().invoke(transactions, ["--bootstrap-server", broker.bootstrap, "--describe",
+                                                "--transactional-id", "never-used"])
+    assert missing.exit_code != 0 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.output

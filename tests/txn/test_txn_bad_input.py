@@ -50,6 +50,18 @@ def test_bad_init_requests(conn: KafkaConnection) -> None:
     assert init(conn, "").error_code is E.invalid_request
 
 
+def test_idempotent_producer_always_gets_a_new_id(conn: KafkaConnection) -> None:
+    """Kafka's coordinator bumps no epoch without a transactional id, KIP-360 fields or not."""
+    first = call(conn, 22, 4, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
+                 producer_id=-1, producer_epoch=-1)
+    assert (first.error_code, first.producer_epoch) == (E.none, 0)
+    again = call(conn, 22, 4, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
+                 producer_id=first.producer_id, producer_epoch=first.producer_epoch)
+    assert again.error_code is E.none
+    assert again.producer_id != first.producer_id
+    assert again.producer_epoch == 0
+
+
 def test_out_of_order_transitions_and_stale_epochs(conn: KafkaConnection) -> None:
     tid = "order-" + uuid.uuid4().hex[:6]
     first = init(conn, tid)

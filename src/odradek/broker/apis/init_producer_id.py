@@ -1,8 +1,8 @@
 """InitProducerId (key 22), versions 0-5.
 
 Without a transactional id: an idempotent producer gets a fresh producer id with epoch 0, from durable blocks so ids
-are never reused across restarts; one that re-initialises with its current id and epoch (KIP-360, v3+) gets the same
-id with the epoch bumped, or a new id when the epoch would overflow.
+are never reused across restarts. As in Kafka, that holds also when it sends its current id and epoch (KIP-360,
+v3+): only a transactional id's coordinator bumps epochs, since only it can fence the older epoch everywhere.
 
 With a transactional id, the id's transaction coordinator answers (NOT_COORDINATOR elsewhere, as Kafka), as Kafka's
 TransactionCoordinator does: a new id gets a producer id at epoch 0; a known one the same producer id with the epoch
@@ -27,8 +27,6 @@ API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
 
-MAX_EPOCH = 32767
-
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     pid = getattr(request, "producer_id", -1)
@@ -41,11 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error, new_pid, new_epoch = await ctx.services.transactions.coordinator.init_producer_id(
             request.transactional_id, timeout_ms, expected)
         return _answer(ctx, to_client_error(error, ctx.api_version >= 4), new_pid, new_epoch)
-    if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-        new_pid, new_epoch = pid, epoch + 1
-    else:
-        new_pid, new_epoch = await ctx.services.producer_ids.next_id(), 0
-    return _answer(ctx, ErrorCode.none, new_pid, new_epoch)
+    return _answer(ctx, ErrorCode.none, await ctx.services.producer_ids.next_id(), 0)
 
 
 def _answer(ctx: RequestContext, error: ErrorCode, pid: int, epoch: int) -> Any:
