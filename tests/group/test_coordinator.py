@@ -516,8 +516,9 @@ def test_persistence_round_trip_into_a_new_coordinator() -> None:
 def test_not_coordinator_loading_and_unloading() -> None:
     async def main() -> None:
         h = Harness(offsets_topic_num_partitions=50)
-        mine, other = "my-group", "hello"  # partitions 36 and 22
-        loading = h.coord.load_partition(36)
+        mine, other = "my-group", "hello"  # partitions 12 and 22, as Kafka places them
+        assert (h.coord.partition_for(mine), h.coord.partition_for(other)) == (12, 22)
+        loading = h.coord.load_partition(12)
         # Awaiting the coroutines directly runs them before the loading task gets a turn.
         assert (await h.join_coro(group=mine)).error is E.coordinator_load_in_progress
         assert h.coord.heartbeat(mine, 1, "m", None) is E.none  # answered blindly while loading, as Kafka does
@@ -528,7 +529,7 @@ def test_not_coordinator_loading_and_unloading() -> None:
         (result,) = await h.complete(await h.new_member(group=mine))
         await h.sync_all([result], group=mine)
         newcomer = await h.new_member(group=mine)  # a rebalance in progress when the partition moves away
-        h.coord.unload_partition(36)
+        h.coord.unload_partition(12)
         assert (await newcomer).error is E.not_coordinator
         assert h.coord.heartbeat(mine, 1, result.member_id, None) is E.not_coordinator
         assert (await h.join(group=mine)).error is E.not_coordinator
