@@ -145,6 +145,12 @@ class Processor:
         self.consumer.close()
 
 
+# Coordinator errors Kafka documents as retriable, which librdkafka's committed() raises without the retriable flag
+# when the group's coordinator moves between its lookup and its OffsetFetch.
+COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                      KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+
+
 def _retry(call: Callable[[], Any], timeout_s: float = 60.0) -> Any:
     """Retriable client errors while a broker is down or a coordinator is moving."""
     deadline = time.monotonic() + timeout_s
@@ -152,7 +158,8 @@ def _retry(call: Callable[[], Any], timeout_s: float = 60.0) -> Any:
         try:
             return call()
         except KafkaException as exc:
-            if not exc.args[0].retriable() or time.monotonic() > deadline:
+            error: KafkaError = exc.args[0]
+            if not (error.retriable() or error.code() in COORDINATOR_MOVING) or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 
