@@ -789,11 +789,19 @@ class PartitionLog:
         return max(header.base_offset, self._log_start_offset), header.max_timestamp
 
     def _max_timestamp_offset(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
+        """As Kafka 3.8+ (KAFKA-16310): the first record carrying the largest timestamp, not the last offset of
+        its batch. The segment keeps which batch holds its maximum; that batch's records say which one."""
+        best: LogSegment | None = None
         for segment in self._segments:
-            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best[1]):
-                best = (max(segment.offset_of_max_timestamp, self._log_start_offset), segment.max_timestamp)
-        return best
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        target = best.max_timestamp
+        for position, header in best.iter_headers(best.offset_index.lookup(best.offset_of_max_timestamp)):
+            if header.max_timestamp == target:
+                return self._first_record_at_or_after(best, position, header, target)
+        return max(best.offset_of_max_timestamp, self._log_start_offset), target
 
     # --- leader epochs --------------------------------------------------------------------------------------
 
