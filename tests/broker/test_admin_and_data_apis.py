@@ -77,6 +77,17 @@ def test_describe_and_alter_topic_configs(broker: BrokerProcess) -> None:
     assert described["cleanup.policy"].value == "compact"
     assert described["retention.ms"].value == "60000", "an incremental change keeps the other overrides"
 
+    # as Kafka: SUBTRACT may leave a list config empty
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    subtract = ConfigResource("topic", "cfg", incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    admin.incremental_alter_configs([subtract])[subtract].result(20)
+    assert admin.describe_configs([resource])[resource].result(20)["cleanup.policy"].value == ""
+    append = ConfigResource("topic", "cfg", incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND)])
+    admin.incremental_alter_configs([append])[append].result(20)
+    assert admin.describe_configs([resource])[resource].result(20)["cleanup.policy"].value == "delete"
+
 
 def test_create_partitions(broker: BrokerProcess) -> None:
     admin = _admin(broker)
