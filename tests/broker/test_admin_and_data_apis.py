@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kio.index import load_request_schema
 
@@ -76,6 +76,38 @@ def test_describe_and_alter_topic_configs(broker: BrokerProcess) -> None:
     described = admin.describe_configs([resource])[resource].result(20)
     assert described["cleanup.policy"].value == "compact"
     assert described["retention.ms"].value == "60000", "an incremental change keeps the other overrides"
+
+    # as Kafka: SUBTRACT may leave a list config empty
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+    subtract = ConfigResource("topic", "cfg", incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SUBTRACT)])
+    admin.incremental_alter_configs([subtract])[subtract].result(20)
+    assert admin.describe_configs([resource])[resource].result(20)["cleanup.policy"].value == ""
+    append = ConfigResource("topic", "cfg", incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.APPEND)])
+    admin.incremental_alter_configs([append])[append].result(20)
+    assert admin.describe_configs([resource])[resource].result(20)["cleanup.policy"].value == "delete"
+
+
+def test_legacy_alter_configs_replaces_the_whole_override_set(broker: BrokerProcess) -> None:
+    admin = _admin(broker)
+    assert _create(admin, NewTopic("legacy", 1, 1, config={"retention.ms": "60000"}))["legacy"] is None
+    resource = ConfigResource("topic", "legacy", set_config={"compression.type": "snappy",
+                                                             "file.delete.delay.ms": "12345"})
+    admin.alter_configs([resource])[resource].result(20)
+    described = admin.describe_configs([ConfigResource("topic", "legacy")])[ConfigResource("topic", "legacy")]
+    configs = described.result(20)
+    assert configs["compression.type"].value == "snappy"
+    assert configs["file.delete.delay.ms"].value == "12345"
+    assert configs["retention.ms"].is_default, "an override the request leaves out goes back to its default"
+    bad = ConfigResource("topic", "legacy", set_config={"retention.ms": "soon"})
+    with pytest.raises(Exception) as info:
+        admin.alter_configs([bad])[bad].result(20)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+    broker_res = ConfigResource("broker", "0", set_config={"log.retention.ms": "1000"})
+    with pytest.raises(Exception) as info:
+        admin.alter_configs([broker_res])[broker_res].result(20)
+    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
 
 
 def test_create_partitions(broker: BrokerProcess) -> None:

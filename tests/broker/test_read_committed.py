@@ -134,7 +134,7 @@ def test_list_offsets_latest_is_the_lso_under_read_committed(cluster) -> None:
 
     wait_for(lambda: latest(0) == 4, what="the high watermark")
     assert latest(1) == 1, "B's transaction, open from offset 1, holds read_committed back"
-    assert latest(0, -3) == 2, "the max timestamp's record (offset_of_max_timestamp: the batch's last offset)"
+    assert latest(0, -3) == 1, "the first record with the largest timestamp (B sent two with one timestamp)"
     assert latest(1, -3) == -1, "under read_committed that record is past the LSO"
     w.end(B, commit=False)
     wait_for(lambda: latest(1) == 5, what="the LSO after B's abort")

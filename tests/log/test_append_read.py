@@ -109,7 +109,7 @@ def test_offset_for_timestamp_uses_the_time_index_then_records(open_log):
     assert log.offset_for_timestamp(T0 + 991) is None
     assert log.offset_for_timestamp(-1) == (200, -1)
     assert log.offset_for_timestamp(-2) == (0, -1)
-    assert log.offset_for_timestamp(-3) == (199, T0 + 990)
+    assert log.offset_for_timestamp(-3) == (198, T0 + 990)
 
 
 def test_batches_larger_than_max_message_bytes_are_rejected(open_log):

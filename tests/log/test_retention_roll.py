@@ -95,7 +95,7 @@ def test_delete_records_advances_log_start_and_drops_whole_segments(open_log):
         append(log, 1, value=b"y" * 60)
     log.high_watermark = 15
     with pytest.raises(KafkaError) as info:
-        log.delete_records_before(16)
+        log.delete_records_before(16, log.high_watermark)
     assert info.value.code == ErrorCode.offset_out_of_range
     second_base = log.segments[1].base_offset
     assert log.delete_records_before(second_base + 1) == second_base + 1

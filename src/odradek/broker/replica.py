@@ -43,6 +43,8 @@ class FollowerState:
     last_fetch_ms: int = 0
     # The leader's log end offset when the previous fetch arrived (Kafka's lastFetchLeaderLogEndOffset); -1 unknown.
     last_fetch_leader_leo: int = -1
+    # The follower's log start offset, as its fetches report it (DeleteRecords waits for it); -1 unknown.
+    log_start_offset: int = -1
 
 
 class Partition:
@@ -148,12 +150,13 @@ class Partition:
 
     # --- followers, seen from the leader ---------------------------------------------------------------------
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         """A follower's fetch offset is its log end offset: the leader's only evidence of replication."""
         if not self.is_leader or replica_id == self.broker_id:
             return
         now = self.clock.monotonic_ms()
         state = self.followers.setdefault(replica_id, FollowerState(0, now, now))
+        state.log_start_offset = log_start_offset
         leo = self.log.log_end_offset
         # Under steady produce a fetch never asks for the leader's current end, only for its end as of the
         # previous fetch: reaching that means the follower was caught up then (Kafka's Replica rule), else a
@@ -168,6 +171,16 @@ class Partition:
         if replica_id not in self.isr and replica_id in self.replicas and self._caught_up_for_isr(fetch_offset):
             self._propose_isr([*self.isr, replica_id], f"replica {replica_id} caught up at {fetch_offset}")
         self.maybe_advance_hw()
+
+    def low_watermark(self) -> int:
+        """The lowest log start offset among the ISR (Kafka's lowWatermarkIfLeader): DeleteRecords is done once
+        it reaches the requested offset. A follower whose start offset is not known yet holds it at -1."""
+        low = self.log.log_start_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                state = self.followers.get(replica)
+                low = min(low, state.log_start_offset if state is not None else -1)
+        return low
 
     def append_as_leader(self, records: bytearray, headers: list[BatchHeader], now_ms: int,
                          origin: str = ORIGIN_CLIENT) -> AppendResult:

@@ -105,9 +105,8 @@ class ConfigDef:
             if self.maximum is not None and value > self.maximum:
                 raise self._invalid(text, f"Value must be no more than {_num(self.maximum)}")
         if self.choices is not None:
+            # an empty list passes (Kafka's ValidList): SUBTRACT may leave cleanup.policy empty, which Kafka accepts
             items = value if isinstance(value, tuple) else (value,)
-            if self.type is ConfigType.LIST and not items:
-                raise self._invalid(text, "Empty list not allowed")
             for item in items:
                 if item not in self.choices:
                     raise self._invalid(text, f"String must be one of: {', '.join(self.choices)}")

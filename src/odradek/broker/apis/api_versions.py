@@ -1,6 +1,7 @@
 """ApiVersions (key 18), versions 0-4.
 
-Advertises exactly the APIs whose modules exist in ``broker/apis`` with the ranges they declare. A request for a
+Advertises exactly the APIs whose modules exist in ``broker/apis`` with the ranges they declare, except those that
+say ``ADVERTISED = False`` (served, but hidden as Kafka hides them: the client-telemetry keys). A request for a
 newer ApiVersions version than we know is answered with a v0 response carrying UNSUPPORTED_VERSION and the list
 (KIP-511), so clients retry with a version we speak. v3+ clients send their software name and version, which we
 accept without checking.
@@ -25,7 +26,7 @@ MAX_VERSION = 4
 def _api_list(apis: Mapping[int, Any], cls: type[Any]) -> tuple[Any, ...]:
     return tuple(
         fit(cls, api_key=i16(key), min_version=i16(m.MIN_VERSION), max_version=i16(m.MAX_VERSION))
-        for key, m in sorted(apis.items())
+        for key, m in sorted(apis.items()) if getattr(m, "ADVERTISED", True)
     )
 
 
@@ -33,7 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     api_version = nested(ctx, "ApiVersion")
     keys = tuple(
         api_version(api_key=i16(key), min_version=i16(m.MIN_VERSION), max_version=i16(m.MAX_VERSION))
-        for key, m in sorted(ctx.services.apis.items())
+        for key, m in sorted(ctx.services.apis.items()) if getattr(m, "ADVERTISED", True)
     )
     return fit(ctx.response_class, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
 

@@ -107,7 +107,7 @@ def _read_all(
                 part = services.replicas.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
                 plog = part.log
                 if replica_id >= 0:
-                    part.record_follower_fetch(replica_id, fp.fetch_offset)
+                    part.record_follower_fetch(replica_id, fp.fetch_offset, getattr(fp, "log_start_offset", -1))
                     limit = None
                 else:
                     limit = part.high_watermark

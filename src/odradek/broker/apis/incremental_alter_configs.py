@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.broker.topic_config import validate_overrides
+from odradek.broker.topic_config import CONFIG_DEFS, ConfigType, validate_overrides
 from odradek.errors import ErrorCode, KafkaError
 
 API_KEY = 44
@@ -33,11 +33,13 @@ def apply_operations(current: dict[str, str], ops: Any) -> dict[str, str]:
         elif op.config_operation == DELETE:
             out.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
-            if op.name != "cleanup.policy":
+            known = CONFIG_DEFS.get(op.name)
+            if known is None or known.type is not ConfigType.LIST:
                 raise KafkaError(
                     ErrorCode.invalid_config, f"Config value append is not allowed for config key: {op.name}"
                 )
-            items = [v for v in out.get(op.name, "delete").split(",") if v]
+            default = ",".join(known.default) if isinstance(known.default, tuple) else str(known.default)
+            items = [v for v in out.get(op.name, default).split(",") if v]
             given = [v for v in (op.value or "").split(",") if v]
             if op.config_operation == APPEND:
                 items += [v for v in given if v not in items]

@@ -1280,6 +1280,39 @@ class GroupCoordinator:
                     results[group.group_id] = _GROUP_STORE_ERRORS.get(code, code)
         return results
 
+    async def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete as Kafka's handleDeleteOffsets: an Empty group (or one with no protocol type) loses any of
+        its offsets; a consumer group with members keeps those of topics its members subscribe to
+        (GROUP_SUBSCRIBED_TO_TOPIC per partition); any other group with members is NON_EMPTY_GROUP."""
+        wanted = list(dict.fromkeys(partitions))
+        error = self._check(group_id)
+        group = self._groups.get(group_id)
+        if error is None and (group is None or group.state is GroupState.DEAD):
+            error = ErrorCode.group_id_not_found
+        if error is not None:
+            return error, {}
+        assert group is not None
+        subscribed: set[str] = set()
+        if group.state is not GroupState.EMPTY and group.protocol_type:
+            if group.protocol_type != "consumer" or group.protocol_name is None:
+                return ErrorCode.non_empty_group, {}
+            for member in group.members.values():
+                subscribed.update(_subscribed_topics(member.metadata_for(group.protocol_name)))
+        results = {tp: ErrorCode.group_subscribed_to_topic if tp[0] in subscribed else ErrorCode.none
+                   for tp in wanted}
+        doomed = [tp for tp, code in results.items() if code is ErrorCode.none and tp in group.offsets]
+        if doomed:
+            for tp in doomed:
+                group.remove_offset(tp)
+            code = await self._append(self.partition_for(group_id),
+                                      [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed])
+            if code is not ErrorCode.none:
+                return _GROUP_STORE_ERRORS.get(code, code), {}
+            log.info("deleted %d offsets of group %s", len(doomed), group_id)
+        return ErrorCode.none, results
+
     # --- offsets retention ----------------------------------------------------------------------------------
 
     def _ensure_sweep(self) -> None:
@@ -1446,3 +1479,18 @@ def _consume_result(task: asyncio.Future[Any]) -> None:
     exc = task.exception()
     if exc is not None and not isinstance(exc, KafkaError):
         log.error("group coordinator background task failed", exc_info=exc)
+
+
+def _subscribed_topics(subscription: bytes) -> list[str]:
+    """Topics of a ConsumerProtocolSubscription (any version: they follow the version field); a member whose
+    metadata cannot be read subscribes to nothing the broker can see."""
+    try:
+        (count,) = struct.unpack_from(">i", subscription, 2)
+        pos, topics = 6, []
+        for _ in range(max(count, 0)):
+            (size,) = struct.unpack_from(">h", subscription, pos)
+            topics.append(subscription[pos + 2:pos + 2 + size].decode())
+            pos += 2 + size
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return []

@@ -789,11 +789,19 @@ class PartitionLog:
         return max(header.base_offset, self._log_start_offset), header.max_timestamp
 
     def _max_timestamp_offset(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
+        """As Kafka 3.8+ (KAFKA-16310): the first record carrying the largest timestamp, not the last offset of
+        its batch. The segment keeps which batch holds its maximum; that batch's records say which one."""
+        best: LogSegment | None = None
         for segment in self._segments:
-            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best[1]):
-                best = (max(segment.offset_of_max_timestamp, self._log_start_offset), segment.max_timestamp)
-        return best
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        target = best.max_timestamp
+        for position, header in best.iter_headers(best.offset_index.lookup(best.offset_of_max_timestamp)):
+            if header.max_timestamp == target:
+                return self._first_record_at_or_after(best, position, header, target)
+        return max(best.offset_of_max_timestamp, self._log_start_offset), target
 
     # --- leader epochs --------------------------------------------------------------------------------------
 
@@ -861,18 +869,21 @@ class PartitionLog:
         self._rebuild_producer_state()
         self._producers.on_high_watermark(self._high_watermark)
 
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: advance the log start offset (at most to the high watermark); returns the new
-        one."""
+    def delete_records_before(self, offset: int, limit: int | None = None) -> int:
+        """DeleteRecords: advance the log start offset (-1: to the high watermark) at most to ``limit``; returns
+        the new one. A leader passes its high watermark as the limit; a follower, applying the start offset its
+        leader reported, may run ahead of its own high watermark for the moment before the same fetch response
+        advances that too, so it is bounded by its log end only."""
         with self._lock:
             self._check_online()
             if offset == -1:
                 offset = self._high_watermark
-            if offset > self._high_watermark or offset < 0:
+            bound = self.log_end_offset if limit is None else min(limit, self.log_end_offset)
+            if offset > bound or offset < 0:
                 raise KafkaError(
                     ErrorCode.offset_out_of_range,
                     f"Cannot increment the log start offset to {offset} of partition {self.name} since it is "
-                    f"larger than the high watermark {self._high_watermark}",
+                    f"larger than the high watermark {bound}",
                 )
             with self._disk("delete records"):
                 self._advance_log_start(offset)

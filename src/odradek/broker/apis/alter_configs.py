@@ -1,0 +1,63 @@
+"""AlterConfigs (key 33), versions 0-2: the legacy, whole-replacement form that IncrementalAlterConfigs superseded.
+
+For a topic the request's entries become its complete override set: any override the request leaves out goes back
+to its default, as Kafka's legacy AlterConfigs does. The set is validated as a whole (INVALID_CONFIG for an unknown
+name or a bad value, INVALID_REQUEST for a null value) and applied only if all of it is valid; ``validate_only``
+stops there. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION. odradek's broker configs are all read-only (none of them
+can be updated dynamically), so a broker resource with entries is INVALID_CONFIG naming them, as Kafka refuses a
+config it cannot update dynamically; an empty one changes nothing and succeeds. Other resource types:
+INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.topic_config import validate_overrides
+from odradek.errors import ErrorCode, KafkaError
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+TOPIC, BROKER = 2, 4
+
+
+def replacement(configs: Any) -> dict[str, str]:
+    """The new override map, or KafkaError for the first bad entry."""
+    out: dict[str, str] = {}
+    for entry in configs:
+        if entry.value is None:
+            raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {entry.name}")
+        out[entry.name] = entry.value
+    validate_overrides(out)
+    return out
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    services = ctx.services
+    result_cls = nested(ctx, "AlterConfigsResourceResponse")
+    results = []
+    for res in request.resources:
+        error, message = ErrorCode.none, None
+        try:
+            if res.resource_type == BROKER:
+                if res.configs:
+                    names = ",".join(sorted(c.name for c in res.configs))
+                    raise KafkaError(ErrorCode.invalid_config, f"Cannot update these configs dynamically: {names}")
+            elif res.resource_type != TOPIC:
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
+            else:
+                record = await services.topics.topic_record(res.resource_name)
+                if record is None:
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                     f"Topic {res.resource_name} does not exist")
+                new = replacement(res.configs)
+                if not request.validate_only:
+                    await services.topics.alter_topic_configs(res.resource_name, new)
+        except KafkaError as exc:
+            error, message = exc.code, exc.message
+        results.append(result_cls(error_code=error, error_message=message, resource_type=res.resource_type,
+                                  resource_name=res.resource_name))
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, responses=tuple(results))
