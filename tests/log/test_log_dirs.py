@@ -1,0 +1,81 @@
+"""Several log directories (Kafka's ``log.dirs``): placement, per-directory checkpoints, loading, a failed
+directory going offline while the others keep serving."""
+
+from __future__ import annotations
+
+import pytest
+from logtest_helpers import append
+from test_disk_errors import _fail_writes
+
+from odradek.broker.log import checkpoint
+from odradek.broker.log.manager import CLEAN_SHUTDOWN_FILE, HIGH_WATERMARK_FILE, LogManager
+from odradek.errors import ErrorCode, KafkaError
+
+
+def _dirs(tmp_path, n=2):
+    return [tmp_path / f"d{i}" for i in range(n)]
+
+
+def test_new_partitions_go_to_the_directory_with_fewest(tmp_path, clock):
+    a, b = _dirs(tmp_path)
+    manager = LogManager([a, b], clock, broker_id=3)
+    manager.load()
+    placed = [manager.log_dir_of(manager.get_or_create("t", p, {})) for p in range(4)]
+    assert placed == [a, b, a, b]
+    manager.delete_partition("t", 0)
+    assert manager.log_dir_of(manager.get_or_create("u", 0, {})) == a  # a now holds one, b two
+    for d in (a, b):
+        assert "broker.id=3" in (d / "meta.properties").read_text()
+    manager.close()
+
+
+def test_each_directory_checkpoints_its_own_and_reload_finds_all(tmp_path, clock):
+    a, b = _dirs(tmp_path)
+    manager = LogManager([a, b], clock)
+    manager.load()
+    for p in range(3):
+        plog = manager.get_or_create("t", p, {})
+        append(plog, p + 1)
+        plog.high_watermark = plog.log_end_offset
+    manager.close()
+    assert checkpoint.read_offsets(a / HIGH_WATERMARK_FILE) == {("t", 0): 1, ("t", 2): 3}
+    assert checkpoint.read_offsets(b / HIGH_WATERMARK_FILE) == {("t", 1): 2}
+    assert (a / CLEAN_SHUTDOWN_FILE).exists() and (b / CLEAN_SHUTDOWN_FILE).exists()
+    again = LogManager([a, b], clock)
+    again.load()
+    assert {tp: p.log_end_offset for tp, p in again} == {("t", 0): 1, ("t", 1): 2, ("t", 2): 3}
+    assert again.log_dir_of(again.get("t", 1)) == b
+    again.close()
+
+
+def test_same_partition_in_two_directories_is_refused(tmp_path, clock):
+    a, b = _dirs(tmp_path)
+    (a / "t-0").mkdir(parents=True)
+    (b / "t-0").mkdir(parents=True)
+    with pytest.raises(ValueError, match="duplicate"):
+        LogManager([a, b], clock).load()
+
+
+def test_a_disk_error_takes_its_whole_directory_offline(tmp_path, clock):
+    a, b = _dirs(tmp_path)
+    manager = LogManager([a, b], clock)
+    failed = []
+    manager.on_dir_failure.append(failed.append)
+    manager.load()
+    bad, good, neighbour = (manager.get_or_create("t", p, {}) for p in range(3))  # a, b, a
+    append(bad, 1)
+    _fail_writes(bad)
+    with pytest.raises(KafkaError) as info:
+        append(bad, 1)
+    assert info.value.code == ErrorCode.kafka_storage_error
+    manager.tick(clock.now_ms())
+    assert failed == [a] and manager.offline_dirs == {a}
+    assert neighbour.offline  # the healthy partition of the failed directory goes too
+    with pytest.raises(KafkaError):
+        append(neighbour, 1)
+    assert append(good, 1).first_offset == 0
+    assert manager.log_dir_of(manager.get_or_create("new", 0, {})) == b  # nothing new lands on a failed disk
+    states = {s.path: s for s in manager.describe()}
+    assert not states[a].online and states[a].partition_sizes == {}
+    assert states[b].online and set(states[b].partition_sizes) == {("t", 1), ("new", 0)}
+    manager.close()
