@@ -4,7 +4,7 @@ directory going offline while the others keep serving."""
 from __future__ import annotations
 
 import pytest
-from logtest_helpers import append
+from logtest_helpers import append, read_all
 from test_disk_errors import _fail_writes
 
 from odradek.broker.log import checkpoint
@@ -78,4 +78,50 @@ def test_a_disk_error_takes_its_whole_directory_offline(tmp_path, clock):
     states = {s.path: s for s in manager.describe()}
     assert not states[a].online and states[a].partition_sizes == {}
     assert states[b].online and set(states[b].partition_sizes) == {("t", 1), ("new", 0)}
+    manager.close()
+
+
+def test_a_replica_moves_while_appends_continue(tmp_path, clock):
+    a, b = _dirs(tmp_path)
+    manager = LogManager([a, b], clock)
+    manager.load()
+    replaced = {}
+    manager.on_log_replaced.append(replaced.__setitem__)
+    plog = manager.get_or_create("t", 0, {"segment.bytes": "20000"})
+    for _ in range(200):
+        append(plog, 5)
+    plog.assign_epoch(3, plog.log_end_offset)  # a leadership with no batch yet: copied from the cache itself
+    assert manager.log_dir_of(plog) == a
+    assert manager.alter_log_dir("t", 0, str(b)) == ErrorCode.none
+    appended = 1000
+    while not manager.wait_for_moves(0):  # keep writing through whichever log is current, as the broker does
+        try:
+            append(manager.get("t", 0), 1, epoch=3)
+            appended += 1
+        except KafkaError as exc:  # the old log, refused after the swap: a client would retry
+            assert exc.code == ErrorCode.kafka_storage_error
+    moved = manager.get("t", 0)
+    assert replaced == {("t", 0): moved}
+    assert manager.log_dir_of(moved) == b and moved.log_end_offset == appended
+    assert moved.epoch_entries == [(0, 0), (3, 1000)]
+    assert append(moved, 1, epoch=3).first_offset == appended
+    assert read_all(moved)[-1][0] == appended and len(read_all(moved)) == appended + 1
+    assert not (a / "t-0").exists() and [p.name for p in b.iterdir() if p.is_dir()] == ["t-0"]
+    manager.close()
+    again = LogManager([a, b], clock)
+    again.load()
+    assert again.log_dir_of(again.get("t", 0)) == b and again.get("t", 0).log_end_offset == appended + 1
+    again.close()
+
+
+def test_move_errors_are_kafkas(tmp_path, clock):
+    a, b = _dirs(tmp_path)
+    manager = LogManager([a, b], clock)
+    manager.load()
+    manager.get_or_create("t", 0, {})
+    assert manager.alter_log_dir("t", 0, str(tmp_path / "elsewhere")) == ErrorCode.log_dir_not_found
+    assert manager.alter_log_dir("t", 9, str(b)) == ErrorCode.replica_not_available
+    assert manager.alter_log_dir("t", 0, str(a)) == ErrorCode.none  # already there
+    manager.fail_dir(b, "test")
+    assert manager.alter_log_dir("t", 0, str(b)) == ErrorCode.kafka_storage_error
     manager.close()

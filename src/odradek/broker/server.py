@@ -168,7 +168,7 @@ class Broker:
         self.metadata.cluster_id = await self.membership.connect()
         overrides = await zn.read_all_topic_configs(self.membership.current())
         logs = LogManager(
-            self.data_dir, self.clock, self.config.topic_defaults(), broker_id=self.broker_id,
+            [Path(d) for d in self.config.log_dirs], self.clock, self.config.topic_defaults(), broker_id=self.broker_id,
             cluster_id=self.metadata.cluster_id,
             retention_check_interval_ms=self.config["log.retention.check.interval.ms"],
         )
@@ -182,7 +182,8 @@ class Broker:
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
         self.running = True
         self.serving.set()
-        log.info("broker %d listening on %s:%d (data dir %s)", self.broker_id, self.host, self.port, self.data_dir)
+        log.info("broker %d listening on %s:%d (log dirs %s)", self.broker_id, self.host, self.port,
+                 ",".join(self.config.log_dirs))
 
     async def stop(self, controlled: bool = True) -> None:
         """Stop serving; first hand leaderships away (controlled shutdown) when ``controlled``."""

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from odradek.broker.log import checkpoint
 from odradek.broker.log.cleaner import LogCleaner
+from odradek.broker.log.mover import FUTURE_SUFFIX, Move, future_dir, lag_of, run_move
 from odradek.broker.log.partition_log import PartitionLog, parse_partition_dir, partition_dir_name
 from odradek.broker.topic_config import ConfigValue, LogConfig
 from odradek.clock import Clock
@@ -41,7 +42,6 @@ HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 DELETE_SUFFIX = "-delete"
-FUTURE_SUFFIX = "-future"
 CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms: how often a compacted log is looked at
 CHECKPOINT_INTERVAL_MS = 5_000  # Kafka checkpoints high watermarks every 5 s (replica.high.watermark...ms)
 # Every partition is looked at (flush.ms, rolled segments, retention, compaction) at most this often, and less often
@@ -59,6 +59,8 @@ class LogDirState:
     path: Path
     online: bool
     partition_sizes: dict[TopicPartition, int]
+    # partitions on their way into this directory: (size, how far behind the current log)
+    futures: dict[TopicPartition, tuple[int, int]]
     total_bytes: int
     usable_bytes: int
 
@@ -92,6 +94,10 @@ class LogManager:
         # called with the failed directory, on whichever thread noticed the failure
         self.on_dir_failure: list[Callable[[Path], None]] = []
         self._new_dir_parents: set[Path] = set()
+        # called as (partition, new log) when a move between directories swaps a reopened log in
+        self.on_log_replaced: list[Callable[[TopicPartition, PartitionLog], None]] = []
+        self._moves: dict[TopicPartition, Move] = {}
+        self._mover_pool = concurrent.futures.ThreadPoolExecutor(len(dirs), thread_name_prefix="odradek-log-mover")
         self.clock = clock
         self.defaults: dict[str, ConfigValue] = dict(defaults or {})
         self.broker_id = broker_id
@@ -309,7 +315,7 @@ class LogManager:
         out = []
         for directory in self.log_dirs:
             if directory in self.offline_dirs:
-                out.append(LogDirState(directory, False, {}, -1, -1))
+                out.append(LogDirState(directory, False, {}, {}, -1, -1))
                 continue
             try:
                 usage = shutil.disk_usage(directory)
@@ -317,8 +323,81 @@ class LogManager:
             except OSError:
                 total = usable = -1
             sizes = {tp: plog.size_in_bytes for tp, plog in self.logs_in(directory).items()}
-            out.append(LogDirState(directory, True, sizes, total, usable))
+            futures = {}
+            for tp, move in list(self._moves.items()):
+                current, future = self._logs.get(tp), move.future
+                if move.destination == directory and future is not None and current is not None \
+                        and not move.done.is_set():
+                    futures[tp] = (future.size_in_bytes, lag_of(current, future))
+            out.append(LogDirState(directory, True, sizes, futures, total, usable))
         return out
+
+    # --- moves between log directories (AlterReplicaLogDirs)
+    # ------------------------------------------------------------------
+
+    def resolve_log_dir(self, path: str) -> Path | None:
+        """The configured log directory ``path`` names (as given or absolute), None when it is none of them."""
+        wanted = Path(path)
+        for directory in self.log_dirs:
+            if directory == wanted or directory.resolve() == wanted.resolve():
+                return directory
+        return None
+
+    def alter_log_dir(self, topic: str, partition: int, path: str) -> ErrorCode:
+        """Start moving a hosted replica to the log directory ``path``; the copy runs on a mover thread.
+        LOG_DIR_NOT_FOUND for a directory that is not configured, KAFKA_STORAGE_ERROR for an offline one (or an
+        offline replica), REPLICA_NOT_AVAILABLE for a replica this broker does not host."""
+        destination = self.resolve_log_dir(path)
+        if destination is None:
+            return ErrorCode.log_dir_not_found
+        if destination in self.offline_dirs:
+            return ErrorCode.kafka_storage_error
+        tp = TopicPartition(topic, partition)
+        current = self._logs.get(tp)
+        if current is None:
+            return ErrorCode.replica_not_available
+        if current.offline:
+            return ErrorCode.kafka_storage_error
+        running = self._moves.get(tp)
+        if running is not None and not running.done.is_set():
+            if running.destination == destination:
+                return ErrorCode.none
+            running.cancelled.set()  # a new destination replaces the old move, as Kafka does
+            running.done.wait()
+        if current.directory.parent == destination:
+            return ErrorCode.none
+        move = Move(tp, destination)
+        try:
+            move.future = PartitionLog(future_dir(destination, tp), current.config, self.clock,
+                                       log_start_offset=current.log_start_offset)
+            move.future.truncate_fully_and_start_at(current.log_start_offset)
+        except (OSError, KafkaError) as exc:
+            self.fail_dir(destination, exc)
+            return ErrorCode.kafka_storage_error
+        self._moves[tp] = move
+        self._mover_pool.submit(run_move, move, lambda: self._logs.get(tp), self._swap)
+        log.info("moving %s-%d from %s to %s", topic, partition, current.directory.parent, destination)
+        return ErrorCode.none
+
+    def _swap(self, old: PartitionLog, new: PartitionLog) -> None:
+        tp = TopicPartition(new.topic, new.partition)
+        if self._logs.get(tp) is old:
+            self._logs[tp] = new
+        for listener in list(self.on_log_replaced):
+            listener(tp, new)
+
+    def wait_for_moves(self, timeout_s: float | None = None) -> bool:
+        """Block until every started move has finished (tests, shutdown); False on timeout."""
+        return all(m.done.wait(timeout_s) for m in list(self._moves.values()))
+
+    def _stop_moves(self) -> None:
+        for move in self._moves.values():
+            move.cancelled.set()
+        self._mover_pool.shutdown(wait=True, cancel_futures=True)
+        for move in self._moves.values():
+            if not move.done.is_set() and move.future is not None:  # never started: nothing to wait for
+                move.future.detach()
+        self._moves.clear()
 
     def update_config(self, topic: str, overrides: Mapping[str, object]) -> LogConfig:
         """New topic overrides (IncrementalAlterConfigs): validated, then applied to every partition's log."""
@@ -462,6 +541,7 @@ class LogManager:
 
     def abandon(self) -> None:
         """Stop background work without flushing, closing or checkpointing: what a crash leaves on disk."""
+        self._stop_moves()
         for pool in (self._cleaner_pool, self._flusher_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -471,6 +551,7 @@ class LogManager:
 
     def close(self) -> None:
         """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
+        self._stop_moves()  # an unfinished move's -future directory is removed by the next load
         for pool in (self._cleaner_pool, self._flusher_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
