@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
 from odradek.broker.log import LogManager
-from odradek.broker.log.partition_log import ORIGIN_COORDINATOR
+from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
 from odradek.broker.stats import BrokerStats
@@ -69,6 +69,13 @@ class ReplicaManager:
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
+        logs.on_log_replaced.append(self._log_replaced)
+
+    def _log_replaced(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        """A replica moved to another log directory: its partition serves from the reopened log from now on."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log = plog
 
     def _log_manager(self) -> LogManager:
         if self.logs is None:

@@ -83,7 +83,8 @@ class LogManager:
         (``retention.ms``...), as :func:`odradek.broker.topic_config.broker_defaults_from_properties` produces
         them. ``retention_check_interval_ms`` is Kafka's ``log.retention.check.interval.ms``: how often retention
         and producer-id expiry look at every log (0: on every sweep, as tests with a manual clock want)."""
-        dirs = [Path(data_dir)] if isinstance(data_dir, (str, Path)) else [Path(d) for d in data_dir]
+        given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
+        dirs = [Path(d).absolute() for d in given]
         if not dirs:
             raise ValueError("at least one log directory is needed")
         if len({d.resolve() for d in dirs}) != len(dirs):
