@@ -127,6 +127,9 @@ class ReplicaManager:
     def become_leader_or_follower(self, change: PartitionChange, overrides: dict[str, str] | None) -> None:
         """Open the replica if new and make it lead or follow as ``change`` says (raises KafkaError per partition)."""
         part = self._open(change.topic, change.index, overrides)
+        if part.log.offline:  # its log directory failed: the controller learns it here, as Kafka's does
+            self.fetchers.unfollow(change.topic, change.index)
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{change.topic}-{change.index} is offline")
         if change.leader == self.broker_id:
             self.fetchers.unfollow(change.topic, change.index)
             part.make_leader(change.leader_epoch, list(change.replicas), list(change.isr), change.zk_version)

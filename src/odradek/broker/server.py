@@ -176,6 +176,9 @@ class Broker:
         # session alive meanwhile (a blocked loop misses its pings and the session expires mid start-up).
         await asyncio.to_thread(logs.load, overrides)
         self.replicas.attach_logs(logs)
+        loop = asyncio.get_running_loop()
+        logs.on_dir_failure.append(
+            lambda directory: loop.call_soon_threadsafe(self._log_dir_failed, logs, directory))
         await self.membership.register(Registration(self.broker_id, self.host, self.port, self.config.rack,
                                                     http_port))
         await self.controller.start()
@@ -184,6 +187,22 @@ class Broker:
         self.serving.set()
         log.info("broker %d listening on %s:%d (log dirs %s)", self.broker_id, self.host, self.port,
                  ",".join(self.config.log_dirs))
+
+    def _log_dir_failed(self, logs: LogManager, directory: Path) -> None:
+        """Kafka's LogDirFailureHandler: tell the controller (it asks which replicas are offline and moves their
+        leadership away); with no directory left, stop the broker as Kafka halts."""
+        if self.stopping:
+            return
+        if len(logs.offline_dirs) == len(logs.log_dirs):
+            log.error("broker %d: every log directory has failed, shutting down", self.broker_id)
+            spawn(self.stop(controlled=False), f"broker-{self.broker_id}-no-log-dirs")
+            return
+        spawn(self._announce_log_dir_failure(directory), f"broker-{self.broker_id}-log-dir-event")
+
+    async def _announce_log_dir_failure(self, directory: Path) -> None:
+        await self.membership.current().create(
+            zn.LOG_DIR_EVENT_PREFIX, zn.LogDirEventNotification(self.broker_id).to_json(), sequential=True)
+        log.info("broker %d: told the controller log directory %s failed", self.broker_id, directory)
 
     async def stop(self, controlled: bool = True) -> None:
         """Stop serving; first hand leaderships away (controlled shutdown) when ``controlled``."""
