@@ -177,8 +177,11 @@ class Broker:
         await asyncio.to_thread(logs.load, overrides)
         self.replicas.attach_logs(logs)
         loop = asyncio.get_running_loop()
-        logs.on_dir_failure.append(
-            lambda directory: loop.call_soon_threadsafe(self._log_dir_failed, logs, directory))
+
+        def dir_failed(directory: Path) -> None:  # on whichever thread hit the disk error
+            loop.call_soon_threadsafe(self._log_dir_failed, logs, directory)
+
+        logs.on_dir_failure.append(dir_failed)
         await self.membership.register(Registration(self.broker_id, self.host, self.port, self.config.rack,
                                                     http_port))
         await self.controller.start()
