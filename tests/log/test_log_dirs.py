@@ -125,3 +125,15 @@ def test_move_errors_are_kafkas(tmp_path, clock):
     manager.fail_dir(b, "test")
     assert manager.alter_log_dir("t", 0, str(b)) == ErrorCode.kafka_storage_error
     manager.close()
+
+
+def test_a_log_that_should_exist_is_not_recreated_while_a_dir_is_offline(tmp_path, clock):
+    a, b = _dirs(tmp_path)
+    manager = LogManager([a, b], clock)
+    manager.load()
+    manager.fail_dir(a, "test")
+    with pytest.raises(KafkaError) as info:
+        manager.get_or_create("t", 0, {}, is_new=False)  # it may sit on the failed disk
+    assert info.value.code == ErrorCode.kafka_storage_error
+    assert manager.log_dir_of(manager.get_or_create("t", 0, {}, is_new=True)) == b
+    manager.close()

@@ -51,6 +51,8 @@ class PartitionChange:
     replicas: Sequence[int]
     isr: Sequence[int]
     zk_version: int
+    # the controller's is_new: False means a log should already exist here (it may sit on a failed log dir)
+    is_new: bool = True
 
 
 class ReplicaManager:
@@ -126,7 +128,7 @@ class ReplicaManager:
 
     def become_leader_or_follower(self, change: PartitionChange, overrides: dict[str, str] | None) -> None:
         """Open the replica if new and make it lead or follow as ``change`` says (raises KafkaError per partition)."""
-        part = self._open(change.topic, change.index, overrides)
+        part = self._open(change.topic, change.index, overrides, change.is_new)
         if part.log.offline:  # its log directory failed: the controller learns it here, as Kafka's does
             self.fetchers.unfollow(change.topic, change.index)
             raise KafkaError(ErrorCode.kafka_storage_error, f"{change.topic}-{change.index} is offline")
@@ -159,8 +161,8 @@ class ReplicaManager:
         if self.logs is not None:
             self.logs.sync_new_dirs()
 
-    def _open(self, topic: str, index: int, overrides: dict[str, str] | None) -> Partition:
-        plog = self._log_manager().get_or_create(topic, index, overrides)
+    def _open(self, topic: str, index: int, overrides: dict[str, str] | None, is_new: bool = True) -> Partition:
+        plog = self._log_manager().get_or_create(topic, index, overrides, is_new=is_new)
         part = self.partitions.get(TopicPartition(topic, index))
         if part is None:
             part = Partition(topic, index, plog, self.broker_id, self.clock)

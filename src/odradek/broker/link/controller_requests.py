@@ -107,7 +107,7 @@ class ControllerRequests:
                 try:
                     replicas.become_leader_or_follower(
                         PartitionChange(ps.topic, ps.partition, ps.leader, ps.leader_epoch, ps.replicas, ps.isr,
-                                        ps.zk_version),
+                                        ps.zk_version, ps.is_new),
                         configs.get(ps.topic),
                     )
                 except KafkaError as exc:

@@ -225,10 +225,13 @@ class LogManager:
         return self._logs.get(TopicPartition(topic, partition))
 
     def get_or_create(
-        self, topic: str, partition: int, config: LogConfig | Mapping[str, object] | None = None
+        self, topic: str, partition: int, config: LogConfig | Mapping[str, object] | None = None,
+        *, is_new: bool = True,
     ) -> PartitionLog:
         """The partition's log, created empty if absent. ``config`` may be a LogConfig or the topic's override
-        strings (then resolved against the broker defaults); either way the log adopts it."""
+        strings (then resolved against the broker defaults); either way the log adopts it. A log the controller
+        says should exist (``is_new`` False) is not created afresh while a log directory is offline: it may be
+        there (Kafka's KafkaStorageException in getOrCreateLog)."""
         if config is not None and not isinstance(config, LogConfig):
             self._overrides[topic] = dict(config)
             resolved = self._config_for(topic)
@@ -239,6 +242,9 @@ class LogManager:
             if existing.config != resolved:
                 existing.update_config(resolved)
             return existing
+        if not is_new and self.offline_dirs:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create a log for {topic}-{partition}: "
+                             f"log directories {sorted(map(str, self.offline_dirs))} are offline")
         parent = self.next_log_dir()
         try:
             plog = PartitionLog(parent / partition_dir_name(topic, partition), resolved, self.clock)
