@@ -63,3 +63,18 @@ def test_failed_log_dir_moves_leadership_and_keeps_the_broker(cluster_factory, t
     finally:
         load.finish()
     check_nothing_lost(load, read_back(cluster.bootstrap, TOPIC, PARTITIONS))
+
+
+def test_broker_stops_when_every_log_dir_has_failed(cluster_factory, tmp_path) -> None:
+    cluster = cluster_factory(2, overrides={"log.dirs": f"{tmp_path / 'disk-a'},{tmp_path / 'disk-b'}"})
+    victim = cluster.broker_ids[-1]
+    broker = cluster.broker(victim)
+    logs = broker.replicas.logs
+    first, second = logs.log_dirs
+    cluster.run(lambda: logs.fail_dir(first, "test"))
+    wait_for(lambda: cluster.run(lambda: first in logs.offline_dirs), what="the first directory offline")
+    assert broker.running  # one directory left: still serving
+    cluster.run(lambda: logs.fail_dir(second, "test"))
+    wait_for(lambda: cluster.run(lambda: broker.halted.is_set()), what="the broker stopped")
+    assert not broker.running
+    wait_for(lambda: cluster.znode(f"/brokers/ids/{victim}") is None, what="its registration gone")

@@ -135,6 +135,8 @@ class Broker:
         self._writers: set[asyncio.StreamWriter] = set()
         self.running = False
         self.stopping = False
+        # set when the broker stopped itself (every log directory failed); its process should exit, as Kafka's halts
+        self.halted = asyncio.Event()
         self.serving = asyncio.Event()  # set once start-up is complete; requests wait for it, as Kafka's do
 
     @property
@@ -198,9 +200,15 @@ class Broker:
             return
         if len(logs.offline_dirs) == len(logs.log_dirs):
             log.error("broker %d: every log directory has failed, shutting down", self.broker_id)
-            spawn(self.stop(controlled=False), f"broker-{self.broker_id}-no-log-dirs")
+            spawn(self._halt_for_storage(), f"broker-{self.broker_id}-no-log-dirs")
             return
         spawn(self._announce_log_dir_failure(directory), f"broker-{self.broker_id}-log-dir-event")
+
+    async def _halt_for_storage(self) -> None:
+        try:
+            await self.stop(controlled=False)
+        finally:
+            self.halted.set()
 
     async def _announce_log_dir_failure(self, directory: Path) -> None:
         await self.membership.current().create(
