@@ -137,3 +137,28 @@ def test_a_log_that_should_exist_is_not_recreated_while_a_dir_is_offline(tmp_pat
     assert info.value.code == ErrorCode.kafka_storage_error
     assert manager.log_dir_of(manager.get_or_create("t", 0, {}, is_new=True)) == b
     manager.close()
+
+
+def test_a_truncation_of_the_current_log_restarts_the_copy(tmp_path, clock):
+    from odradek.broker.log.mover import Move, _copy_some, future_dir
+
+    a, b = _dirs(tmp_path)
+    manager = LogManager([a, b], clock)
+    manager.load()
+    current = manager.get_or_create("t", 0, {})
+    for _ in range(10):
+        append(current, 1)
+    move = Move(("t", 0), b)
+    future = manager.get_or_create("f", 0, {})  # any empty log stands in for the future one
+    assert future_dir(b, ("t", 0)).name.endswith("-future")
+    while _copy_some(move, current, future):
+        pass
+    assert future.log_end_offset == 10
+    current.truncate_to(5)  # a follower's truncation after a leader change, then different data
+    for _ in range(7):
+        append(current, 1, epoch=1, value=b"new")
+    while _copy_some(move, current, future):
+        pass
+    assert read_all(future) == read_all(current) and future.log_end_offset == 12
+    assert future.epoch_entries == current.epoch_entries == [(0, 0), (1, 5)]
+    manager.close()

@@ -43,6 +43,8 @@ class Move:
     cancelled: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
+    # the current log's truncation count the copy so far agrees with; a truncation since restarts the copy
+    truncations: int | None = None
 
 
 def future_dir(destination: Path, tp: TopicPartition) -> Path:
@@ -53,8 +55,12 @@ def lag_of(current: PartitionLog, future: PartitionLog) -> int:
     return max(0, current.log_end_offset - future.log_end_offset)
 
 
-def _copy_some(current: PartitionLog, future: PartitionLog) -> int:
-    """Copy up to one chunk of whole batches from ``current`` to ``future``; the bytes copied."""
+def _copy_some(move: Move, current: PartitionLog, future: PartitionLog) -> int:
+    """Copy up to one chunk of whole batches from ``current`` to ``future``; the bytes copied. A truncation of the
+    current log (a follower's, after a leader change) may have replaced what was copied: the copy starts over."""
+    if move.truncations != current.truncations:
+        move.truncations = current.truncations
+        future.truncate_fully_and_start_at(current.log_start_offset)
     if future.log_end_offset < current.log_start_offset or future.log_end_offset > current.log_end_offset:
         future.truncate_fully_and_start_at(current.log_start_offset)  # retention or truncation overtook us
     if future.log_end_offset >= current.log_end_offset:
@@ -87,13 +93,13 @@ def run_move(move: Move, current_of: Callable[[], PartitionLog | None],
             current = current_of()
             if current is None or current.offline:
                 raise KafkaError(ErrorCode.kafka_storage_error, "the current log went away during the move")
-            copied = _copy_some(current, future)
+            copied = _copy_some(move, current, future)
             remaining = current.size_in_bytes - future.size_in_bytes
             if copied == 0 or remaining <= SWAP_THRESHOLD_BYTES:
                 with current.lock:
                     if current_of() is not current or current.offline:
                         continue
-                    while _copy_some(current, future):
+                    while _copy_some(move, current, future):
                         pass
                     _finish(move, current, future, swap)
                     return
