@@ -5,8 +5,10 @@ current log the way a follower catches up from a leader: whole batches read from
 their original offsets. When it is close behind, the move takes the current log's lock (no append, read or
 truncation can interleave), copies the rest, renames the future directory to its real name, reopens it and swaps it
 in for every holder of the partition; only then is the old directory renamed ``-delete`` and removed. A crash
-before the rename leaves the current log untouched and a ``-future`` directory the next start removes; a crash
-after it leaves two copies of which the next start refuses neither silently (see LogManager.load).
+before the rename leaves the current log untouched and a ``-future`` directory the next start removes (the move
+is not resumed: it is asked for again); a crash between the rename and the old copy's removal leaves the partition
+in both directories, which the next start refuses with a "duplicate log directories" error naming both (Kafka
+resumes such moves instead).
 """
 
 from __future__ import annotations
