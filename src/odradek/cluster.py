@@ -73,6 +73,10 @@ class LocalCluster:
             position = self.broker_ids.index(broker_id) if broker_id in self.broker_ids else broker_id
             settings["broker.rack"] = self.racks[position % len(self.racks)]
         settings.setdefault("offsets.topic.replication.factor", str(min(3, self.size)))
+        for name in ("log.dirs", "log.dir"):
+            if settings.get(name):  # every broker of the cluster gets its own sub-directory of each log dir
+                settings[name] = ",".join(str(Path(d.strip()) / f"broker-{broker_id}")
+                                          for d in settings[name].split(",") if d.strip())
         if port is None:
             position = self.broker_ids.index(broker_id) if broker_id in self.broker_ids else len(self.ports)
             port = self.ports[position] if position < len(self.ports) else 0

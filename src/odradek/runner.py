@@ -30,12 +30,13 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await broker.start()
 
     async def stop_all() -> None:
-        await broker.stop()
+        if not broker.halted.is_set():
+            await broker.stop()
 
     line = f"bootstrap.servers={broker.host}:{broker.port}"
     if broker.metrics_port is not None:
         line += f" metrics=http://{broker.host}:{broker.metrics_port}/metrics"
-    await _serve(line, ready_file, stop_all)
+    await _serve(line, ready_file, stop_all, broker.halted)
 
 
 async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
@@ -47,8 +48,10 @@ async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
     await _serve(line, ready_file, cluster.stop)
 
 
-async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]]) -> None:
-    """Announce readiness (one stdout line, and the ready file), then run until SIGINT or SIGTERM."""
+async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]],
+                 halted: asyncio.Event | None = None) -> None:
+    """Announce readiness (one stdout line, and the ready file), then run until SIGINT or SIGTERM (or until the
+    broker stopped itself: ``halted``)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -59,8 +62,13 @@ async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awai
         tmp.write_text(line + "\n")
         tmp.replace(ready_file)
     try:
-        await stop.wait()
-        log.info("signal received: shutting down")
+        waits = [asyncio.ensure_future(stop.wait())]
+        if halted is not None:
+            waits.append(asyncio.ensure_future(halted.wait()))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+        log.info("signal received: shutting down" if stop.is_set() else "the broker stopped itself")
     finally:
         await shutdown()
 

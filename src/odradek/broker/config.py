@@ -14,6 +14,9 @@ from typing import Any
 BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "broker.id": (int, 0),
     "broker.rack": (str, None),
+    # Kafka's log directories: log.dirs (comma-separated) wins over log.dir; with neither, the data dir alone
+    "log.dirs": (str, None),
+    "log.dir": (str, None),
     "num.partitions": (int, 1),
     "default.replication.factor": (int, 1),
     "auto.create.topics.enable": (bool, True),
@@ -103,6 +106,17 @@ class BrokerConfig:
     @property
     def broker_id(self) -> int:
         return int(self.values["broker.id"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        """Where partitions live: ``log.dirs``, else ``log.dir``, else the data directory (odradek's default)."""
+        for name in ("log.dirs", "log.dir"):
+            raw = self.values.get(name)
+            if raw:
+                dirs = [d.strip() for d in str(raw).split(",") if d.strip()]
+                if dirs:
+                    return dirs
+        return [self.data_dir]
 
     @property
     def rack(self) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
 from odradek.broker.log import LogManager
-from odradek.broker.log.partition_log import ORIGIN_COORDINATOR
+from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
 from odradek.broker.stats import BrokerStats
@@ -51,6 +51,8 @@ class PartitionChange:
     replicas: Sequence[int]
     isr: Sequence[int]
     zk_version: int
+    # the controller's is_new: False means a log should already exist here (it may sit on a failed log dir)
+    is_new: bool = True
 
 
 class ReplicaManager:
@@ -69,6 +71,13 @@ class ReplicaManager:
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
+        logs.on_log_replaced.append(self._log_replaced)
+
+    def _log_replaced(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        """A replica moved to another log directory: its partition serves from the reopened log from now on."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log = plog
 
     def _log_manager(self) -> LogManager:
         if self.logs is None:
@@ -119,7 +128,10 @@ class ReplicaManager:
 
     def become_leader_or_follower(self, change: PartitionChange, overrides: dict[str, str] | None) -> None:
         """Open the replica if new and make it lead or follow as ``change`` says (raises KafkaError per partition)."""
-        part = self._open(change.topic, change.index, overrides)
+        part = self._open(change.topic, change.index, overrides, change.is_new)
+        if part.log.offline:  # its log directory failed: the controller learns it here, as Kafka's does
+            self.fetchers.unfollow(change.topic, change.index)
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{change.topic}-{change.index} is offline")
         if change.leader == self.broker_id:
             self.fetchers.unfollow(change.topic, change.index)
             part.make_leader(change.leader_epoch, list(change.replicas), list(change.isr), change.zk_version)
@@ -149,8 +161,8 @@ class ReplicaManager:
         if self.logs is not None:
             self.logs.sync_new_dirs()
 
-    def _open(self, topic: str, index: int, overrides: dict[str, str] | None) -> Partition:
-        plog = self._log_manager().get_or_create(topic, index, overrides)
+    def _open(self, topic: str, index: int, overrides: dict[str, str] | None, is_new: bool = True) -> Partition:
+        plog = self._log_manager().get_or_create(topic, index, overrides, is_new=is_new)
         part = self.partitions.get(TopicPartition(topic, index))
         if part is None:
             part = Partition(topic, index, plog, self.broker_id, self.clock)

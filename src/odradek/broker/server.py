@@ -135,6 +135,8 @@ class Broker:
         self._writers: set[asyncio.StreamWriter] = set()
         self.running = False
         self.stopping = False
+        # set when the broker stopped itself (every log directory failed); its process should exit, as Kafka's halts
+        self.halted = asyncio.Event()
         self.serving = asyncio.Event()  # set once start-up is complete; requests wait for it, as Kafka's do
 
     @property
@@ -168,7 +170,7 @@ class Broker:
         self.metadata.cluster_id = await self.membership.connect()
         overrides = await zn.read_all_topic_configs(self.membership.current())
         logs = LogManager(
-            self.data_dir, self.clock, self.config.topic_defaults(), broker_id=self.broker_id,
+            [Path(d) for d in self.config.log_dirs], self.clock, self.config.topic_defaults(), broker_id=self.broker_id,
             cluster_id=self.metadata.cluster_id,
             retention_check_interval_ms=self.config["log.retention.check.interval.ms"],
         )
@@ -176,13 +178,42 @@ class Broker:
         # session alive meanwhile (a blocked loop misses its pings and the session expires mid start-up).
         await asyncio.to_thread(logs.load, overrides)
         self.replicas.attach_logs(logs)
+        loop = asyncio.get_running_loop()
+
+        def dir_failed(directory: Path) -> None:  # on whichever thread hit the disk error
+            loop.call_soon_threadsafe(self._log_dir_failed, logs, directory)
+
+        logs.on_dir_failure.append(dir_failed)
         await self.membership.register(Registration(self.broker_id, self.host, self.port, self.config.rack,
                                                     http_port))
         await self.controller.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
         self.running = True
         self.serving.set()
-        log.info("broker %d listening on %s:%d (data dir %s)", self.broker_id, self.host, self.port, self.data_dir)
+        log.info("broker %d listening on %s:%d (log dirs %s)", self.broker_id, self.host, self.port,
+                 ",".join(self.config.log_dirs))
+
+    def _log_dir_failed(self, logs: LogManager, directory: Path) -> None:
+        """Kafka's LogDirFailureHandler: tell the controller (it asks which replicas are offline and moves their
+        leadership away); with no directory left, stop the broker as Kafka halts."""
+        if self.stopping:
+            return
+        if len(logs.offline_dirs) == len(logs.log_dirs):
+            log.error("broker %d: every log directory has failed, shutting down", self.broker_id)
+            spawn(self._halt_for_storage(), f"broker-{self.broker_id}-no-log-dirs")
+            return
+        spawn(self._announce_log_dir_failure(directory), f"broker-{self.broker_id}-log-dir-event")
+
+    async def _halt_for_storage(self) -> None:
+        try:
+            await self.stop(controlled=False)
+        finally:
+            self.halted.set()
+
+    async def _announce_log_dir_failure(self, directory: Path) -> None:
+        await self.membership.current().create(
+            zn.LOG_DIR_EVENT_PREFIX, zn.LogDirEventNotification(self.broker_id).to_json(), sequential=True)
+        log.info("broker %d: told the controller log directory %s failed", self.broker_id, directory)
 
     async def stop(self, controlled: bool = True) -> None:
         """Stop serving; first hand leaderships away (controlled shutdown) when ``controlled``."""

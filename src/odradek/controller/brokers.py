@@ -68,6 +68,7 @@ class BrokerManager:
         assert shared.channels is not None
         for broker in dead + bounced:
             ctx.live_brokers.pop(broker, None)
+            ctx.replicas_on_offline_dirs.pop(broker, None)  # a restarted broker reports its failed dirs anew
             ctx.broker_epochs.pop(broker, None)
             shared.channels.remove_broker(broker)
         log.info("controller %d: brokers new %s, dead %s, bounced %s", shared.broker_id, new, dead, bounced)

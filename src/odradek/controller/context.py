@@ -79,6 +79,8 @@ class ControllerContext:
     topics_to_delete: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
+    """broker id -> partitions whose replica there sits on a failed log directory (Kafka's same-named map)."""
 
     # ----------------------------------------------------------------------------------- brokers
 
@@ -90,9 +92,6 @@ class ControllerContext:
     @property
     def live_or_shutting_down(self) -> set[int]:
         return set(self.live_brokers)
-
-    def is_replica_online(self, broker: int) -> bool:
-        return broker in self.live_brokers
 
     # ----------------------------------------------------------------------------------- topics
 
@@ -132,4 +131,8 @@ class ControllerContext:
         return topic in self.topics_to_delete
 
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
-        return [r for r in self.replicas_of(tp) if r not in self.live_brokers]
+        return [r for r in self.replicas_of(tp) if not self.is_replica_online(r, tp)]
+
+    def is_replica_online(self, broker: int, tp: TopicPartition | None = None) -> bool:
+        """Kafka's ``isReplicaOnline``: its broker is registered and its log directory has not failed."""
+        return broker in self.live_brokers and (tp is None or tp not in self.replicas_on_offline_dirs.get(broker, ()))

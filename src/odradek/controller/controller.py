@@ -41,6 +41,8 @@ from odradek.controller.events import (
     Event,
     Expire,
     IsrChangeNotification,
+    LeaderAndIsrStorageErrors,
+    LogDirEventNotification,
     PartitionModifications,
     PreferredZnode,
     ReassignmentIsrChange,
@@ -51,11 +53,12 @@ from odradek.controller.events import (
     TopicDeletion,
 )
 from odradek.controller.isr import IsrChangeManager
+from odradek.controller.log_dirs import LogDirFailureManager
 from odradek.controller.machines import PartitionStateMachine, ReplicaStateMachine
 from odradek.controller.plan import Plan
 from odradek.controller.preferred import PreferredElectionManager
 from odradek.controller.reassignment import ReassignmentManager
-from odradek.controller.requests import STOP_REPLICA, StopReplicaRequest
+from odradek.controller.requests import LEADER_AND_ISR, STOP_REPLICA, StopReplicaRequest
 from odradek.controller.results import PREFERRED, PartitionResult, ReassignmentState
 from odradek.controller.shared import Shared
 from odradek.controller.shutdown import ControlledShutdownManager
@@ -123,6 +126,7 @@ class Controller:
         self._topics = TopicManager(shared, partitions, replicas)
         self._brokers = BrokerManager(shared, partitions, replicas, self._reassignment, self._deletion)
         self._isr = IsrChangeManager(shared, self._reassignment)
+        self._log_dirs = LogDirFailureManager(shared, partitions, replicas)
 
     # ------------------------------------------------------------------------------------ public surface
 
@@ -369,6 +373,10 @@ class Controller:
                 await self._reassignment.on_isr_change(event.tp)
             elif isinstance(event, IsrChangeNotification):
                 await self._isr.on_notification()
+            elif isinstance(event, LogDirEventNotification):
+                await self._log_dirs.on_notification()
+            elif isinstance(event, LeaderAndIsrStorageErrors):
+                await self._log_dirs.on_storage_errors(event.broker, event.partitions)
             elif isinstance(event, PreferredZnode):
                 await self._preferred.on_znode()
             elif isinstance(event, AutoRebalance):
@@ -472,6 +480,8 @@ class Controller:
         queued = await store.topics_to_delete(shared.watch("delete", TopicDeletion))
         await self._isr.arm()
         self._post(IsrChangeNotification())
+        await self._log_dirs.arm()
+        self._post(LogDirEventNotification())
         if self._config.delete_enabled:
             ctx.topics_to_delete = {t for t in queued if t in ctx.all_topics}
             ctx.topics_ineligible_for_deletion = {
@@ -527,11 +537,26 @@ class Controller:
             callback: Callable[[int, Any], None] = self._response_callback
             if out.api_key == STOP_REPLICA and out.request.delete_partitions:
                 callback = self._stop_replica_callback(out.request)
+            elif out.api_key == LEADER_AND_ISR:
+                callback = self._leader_and_isr_callback()
             shared.channels.send(out.broker_id, out.api_key, out.request, callback)
 
     def _response_callback(self, broker: int, response: Any) -> None:
         if getattr(response, "error_code", 0) == ErrorCode.stale_controller_epoch and self._shared.active:
             self._post(EpochCheck())
+
+    def _leader_and_isr_callback(self) -> Callable[[int, Any], None]:
+        """Storage errors in the answer are how the controller learns of replicas on a failed log directory."""
+        generation = self._shared.generation
+
+        def done(broker: int, response: Any) -> None:
+            self._response_callback(broker, response)
+            offline = {TopicPartition(e.topic, e.partition) for e in getattr(response, "partition_errors", ())
+                       if e.error_code == ErrorCode.kafka_storage_error}
+            if offline and generation == self._shared.generation:
+                self._post(LeaderAndIsrStorageErrors(broker, offline))
+
+        return done
 
     def _stop_replica_callback(self, request: StopReplicaRequest) -> Callable[[int, Any], None]:
         generation = self._shared.generation

@@ -75,6 +75,7 @@ def elect_leader(
     live = ctx.live_broker_ids
     isr = list(current.isr)
     if kind is Election.OFFLINE:
+        live = {b for b in live if ctx.is_replica_online(b, tp)}
         result = offline_election(
             replicas, isr, live, unclean_allowed, current.leader_epoch, leader_recovery_supported=False
         )

@@ -23,6 +23,8 @@ __all__ = [
     "Event",
     "Expire",
     "IsrChangeNotification",
+    "LeaderAndIsrStorageErrors",
+    "LogDirEventNotification",
     "PartitionModifications",
     "PreferredZnode",
     "ReassignmentIsrChange",
@@ -87,6 +89,19 @@ class ReassignmentIsrChange(Event):
 @dataclass(slots=True)
 class IsrChangeNotification(Event):
     pass
+
+
+@dataclass(slots=True)
+class LogDirEventNotification(Event):
+    pass
+
+
+@dataclass(slots=True)
+class LeaderAndIsrStorageErrors(Event):
+    """A broker answered LeaderAndIsr with KAFKA_STORAGE_ERROR for these partitions: their log dir failed."""
+
+    broker: int
+    partitions: set[TopicPartition]
 
 
 @dataclass(slots=True)

@@ -218,7 +218,7 @@ class ReplicaStateMachine:
                     table.log_refusal(replica, target)
                     continue
                 if state is not None:
-                    batch.add_leader_and_isr(ctx, [replica.replica], replica.tp, state)
+                    batch.add_leader_and_isr(ctx, [replica.replica], replica.tp, state, True)
                 table.put(replica, R.NEW)
         elif target is R.ONLINE:
             for replica in valid:

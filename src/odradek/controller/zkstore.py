@@ -36,12 +36,14 @@ from odradek.coordination.znodes import (
     CONTROLLER_EPOCH,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
     REASSIGN_PARTITIONS,
     TOPICS,
     BrokerRegistration,
     ControllerRegistration,
     IsrChangeNotification,
+    LogDirEventNotification,
     PartitionReassignment,
     PartitionState,
     PreferredReplicaElection,
@@ -257,6 +259,19 @@ class ControllerStore:
             if parsed is not None:
                 partitions.update(parsed.partitions)
         return paths, partitions
+
+    async def log_dir_event_notifications(self, watch: WatchCallback | None) -> tuple[list[str], set[int]]:
+        """The pending ``log_dir_event_*`` notifications and the brokers they name."""
+        names = sorted(await self.session.children(LOG_DIR_EVENT_NOTIFICATION, watch=watch))
+        paths = [f"{LOG_DIR_EVENT_NOTIFICATION}/{n}" for n in names]
+        brokers: set[int] = set()
+        for path, result in zip(paths, await self.session.get_many(paths), strict=True):
+            if isinstance(result, CoordinationError):
+                continue
+            parsed = decode_or_skip(LogDirEventNotification.from_json, result[0], path)
+            if parsed is not None:
+                brokers.add(parsed.broker)
+        return paths, brokers
 
     # --------------------------------------------------------------------------------------- writes
 

@@ -41,6 +41,8 @@ __all__ = [
     "DELETE_TOPICS",
     "ISR_CHANGE_NOTIFICATION",
     "ISR_CHANGE_PREFIX",
+    "LOG_DIR_EVENT_NOTIFICATION",
+    "LOG_DIR_EVENT_PREFIX",
     "PERSISTENT_PATHS",
     "PREFERRED_REPLICA_ELECTION",
     "REASSIGN_PARTITIONS",
@@ -51,6 +53,7 @@ __all__ = [
     "ControllerRegistration",
     "Endpoint",
     "IsrChangeNotification",
+    "LogDirEventNotification",
     "PartitionReassignment",
     "PartitionState",
     "PreferredReplicaElection",
@@ -93,6 +96,9 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "/isr_change_notification/isr_change_"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
@@ -107,6 +113,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     DELETE_TOPICS,
     BROKER_SEQID,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     CONFIG_TOPICS,
     "/config/clients",
     "/config/users",
@@ -649,6 +656,24 @@ class PreferredReplicaElection:
         js = _Json(data, path)
         js.version((1,))
         return cls(_partition_list(js))
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirEventNotification:
+    """``/log_dir_event_notification/log_dir_event_{seq}``: a broker saying one of its log directories failed
+    (event 1, the only one Kafka defines); the controller then asks it which replicas are offline."""
+
+    broker: int
+    event: int = LOG_DIR_FAILURE_EVENT
+
+    def to_json(self) -> bytes:
+        return _dump({"version": 1, "broker": self.broker, "event": self.event})
+
+    @classmethod
+    def from_json(cls, data: bytes, path: str) -> LogDirEventNotification:
+        js = _Json(data, path)
+        js.version((1,))
+        return cls(js.integer("broker"), js.integer("event"))
 
 
 @dataclass(frozen=True, slots=True)

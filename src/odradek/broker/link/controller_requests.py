@@ -96,6 +96,9 @@ class ControllerRequests:
             part = replicas.get(TopicPartition(ps.topic, ps.partition))
             if broker_id not in ps.replicas:
                 code = ErrorCode.unknown_topic_or_partition
+            elif part is not None and part.log.offline:
+                replicas.fetchers.unfollow(ps.topic, ps.partition)
+                code = ErrorCode.kafka_storage_error
             elif part is not None and ps.leader_epoch < part.leader_epoch:
                 code = ErrorCode.stale_controller_epoch
             elif part is not None and ps.leader_epoch == part.leader_epoch and part.leader_id == ps.leader:
@@ -104,7 +107,7 @@ class ControllerRequests:
                 try:
                     replicas.become_leader_or_follower(
                         PartitionChange(ps.topic, ps.partition, ps.leader, ps.leader_epoch, ps.replicas, ps.isr,
-                                        ps.zk_version),
+                                        ps.zk_version, ps.is_new),
                         configs.get(ps.topic),
                     )
                 except KafkaError as exc:

@@ -1,4 +1,11 @@
-"""All partition logs of one broker's data directory, and the broker-wide checkpoint files beside them.
+"""All partition logs of one broker's log directories, and the checkpoint files beside them.
+
+A broker may have several log directories (Kafka's ``log.dirs``, JBOD): each holds its own partitions, its own
+checkpoints and ``meta.properties``; a new partition goes to the online directory holding the fewest partitions
+(Kafka's ``nextLogDirs`` rule). With more than one directory a disk error in any partition takes its whole
+directory offline (Kafka's LogDirFailureChannel): every partition there stops being served, the others carry on, and
+the listeners in ``on_dir_failure`` are told so the broker can tell the controller. With a single directory a disk
+error stays confined to its partition, as odradek always did.
 
 The layout is Kafka's, so an operator finds what they expect: ``<topic>-<partition>/`` directories,
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``, ``replication-offset-checkpoint`` (high
@@ -14,11 +21,13 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.broker.log import checkpoint
 from odradek.broker.log.cleaner import LogCleaner
+from odradek.broker.log.mover import FUTURE_SUFFIX, Move, future_dir, lag_of, run_move
 from odradek.broker.log.partition_log import PartitionLog, parse_partition_dir, partition_dir_name
 from odradek.broker.topic_config import ConfigValue, LogConfig
 from odradek.clock import Clock
@@ -43,10 +52,23 @@ SWEEP_COST_SHARE = 20
 
 
 
+@dataclass(frozen=True)
+class LogDirState:
+    """One log directory as DescribeLogDirs shows it: offline ones carry no partitions and -1 for the sizes."""
+
+    path: Path
+    online: bool
+    partition_sizes: dict[TopicPartition, int]
+    # partitions on their way into this directory: (size, how far behind the current log)
+    futures: dict[TopicPartition, tuple[int, int]]
+    total_bytes: int
+    usable_bytes: int
+
+
 class LogManager:
     def __init__(
         self,
-        data_dir: Path | str,
+        data_dir: Path | str | Sequence[Path | str],
         clock: Clock,
         defaults: Mapping[str, ConfigValue] | None = None,
         *,
@@ -61,7 +83,22 @@ class LogManager:
         (``retention.ms``...), as :func:`odradek.broker.topic_config.broker_defaults_from_properties` produces
         them. ``retention_check_interval_ms`` is Kafka's ``log.retention.check.interval.ms``: how often retention
         and producer-id expiry look at every log (0: on every sweep, as tests with a manual clock want)."""
-        self.data_dir = Path(data_dir)
+        given = [data_dir] if isinstance(data_dir, (str, Path)) else list(data_dir)
+        dirs = [Path(d).absolute() for d in given]
+        if not dirs:
+            raise ValueError("at least one log directory is needed")
+        if len({d.resolve() for d in dirs}) != len(dirs):
+            raise ValueError(f"duplicate log directories in {[str(d) for d in dirs]}")
+        self.log_dirs: list[Path] = dirs
+        self.data_dir = dirs[0]
+        self.offline_dirs: set[Path] = set()
+        # called with the failed directory, on whichever thread noticed the failure
+        self.on_dir_failure: list[Callable[[Path], None]] = []
+        self._new_dir_parents: set[Path] = set()
+        # called as (partition, new log) when a move between directories swaps a reopened log in
+        self.on_log_replaced: list[Callable[[TopicPartition, PartitionLog], None]] = []
+        self._moves: dict[TopicPartition, Move] = {}
+        self._mover_pool = concurrent.futures.ThreadPoolExecutor(len(dirs), thread_name_prefix="odradek-log-mover")
         self.clock = clock
         self.defaults: dict[str, ConfigValue] = dict(defaults or {})
         self.broker_id = broker_id
@@ -99,26 +136,51 @@ class LogManager:
     # ---------------------------------------------------------------------------------------------
 
     def load(self, topic_overrides: Mapping[str, Mapping[str, object]] | None = None) -> None:
-        """Open and recover every partition directory. Overrides known at start (topic → config overrides) are
-        applied before recovery; others can follow through :meth:`get_or_create` or :meth:`update_config`."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._write_meta_properties()
+        """Open and recover every partition directory of every log directory. Overrides known at start (topic →
+        config overrides) are applied before recovery; others can follow through :meth:`get_or_create` or
+        :meth:`update_config`. A directory that cannot be read at all starts offline (with several directories);
+        the same partition in two directories is refused, as Kafka refuses it."""
         for topic, overrides in (topic_overrides or {}).items():
             self._overrides[topic] = dict(overrides)
-        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        unclean = 0
+        for directory in self.log_dirs:
+            try:
+                unclean += self._load_dir(directory)
+            except OSError as exc:
+                if len(self.log_dirs) == 1:
+                    raise
+                log.error("log directory %s cannot be loaded, it is offline: %s", directory, exc)
+                self.offline_dirs.add(directory)
+        if len(self.offline_dirs) == len(self.log_dirs):
+            raise KafkaError(ErrorCode.kafka_storage_error, "every log directory is offline")
+        self._loaded = True
+        if self._logs:
+            log.info("loaded %d partition logs from %s (%d directories after an unclean shutdown)", len(self._logs),
+                     ", ".join(str(d) for d in self.log_dirs), unclean)
+
+    def _load_dir(self, directory: Path) -> int:
+        """Load one log directory; 1 when its last shutdown was unclean."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self._write_meta_properties(directory)
+        marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
-        recovery, log_start, high_watermarks = self._read_checkpoints()
+        recovery, log_start, high_watermarks = self._read_checkpoints(directory)
         if not recovery and clean:
             clean = False  # a clean marker without checkpoints cannot be trusted
-        for path in sorted(self.data_dir.iterdir()):
+        for path in sorted(directory.iterdir()):
             if not path.is_dir():
                 continue
-            if path.name.endswith(DELETE_SUFFIX):
+            if path.name.endswith(DELETE_SUFFIX) or path.name.endswith(FUTURE_SUFFIX):
+                # an interrupted delete is finished; an interrupted move is dropped (the current log is intact)
                 shutil.rmtree(path, ignore_errors=True)
                 continue
             parsed = parse_partition_dir(path.name)
             if parsed is None:
                 continue
+            existing = self._logs.get(parsed)
+            if existing is not None:
+                raise ValueError(f"duplicate log directories for {parsed[0]}-{parsed[1]}: "
+                                 f"{existing.directory} and {path}")
             self._logs[parsed] = PartitionLog(
                 path,
                 self._config_for(parsed[0]),
@@ -129,26 +191,23 @@ class LogManager:
                 clean_shutdown=clean and parsed in recovery,
             )
         marker.unlink(missing_ok=True)
-        checkpoint.fsync_dir(self.data_dir)
-        self._loaded = True
-        if self._logs:
-            log.info("loaded %d partition logs from %s after %s shutdown", len(self._logs), self.data_dir,
-                     "a clean" if clean else "an unclean")
+        checkpoint.fsync_dir(directory)
+        return 0 if clean else 1
 
-    def _read_checkpoints(self) -> tuple[dict[TopicPartition, int], ...]:
+    def _read_checkpoints(self, directory: Path) -> tuple[dict[TopicPartition, int], ...]:
         out: list[dict[TopicPartition, int]] = []
         for name in (RECOVERY_POINT_FILE, LOG_START_FILE, HIGH_WATERMARK_FILE):
             try:
-                out.append(checkpoint.read_offsets(self.data_dir / name))
+                out.append(checkpoint.read_offsets(directory / name))
             except (ValueError, OSError) as exc:
-                log.warning("ignoring unreadable checkpoint %s: %s", name, exc)
+                log.warning("ignoring unreadable checkpoint %s in %s: %s", name, directory, exc)
                 out.append({})
         return tuple(out)
 
-    def _write_meta_properties(self) -> None:
+    def _write_meta_properties(self, directory: Path) -> None:
         if self.broker_id is None:
             return
-        path = self.data_dir / META_PROPERTIES
+        path = directory / META_PROPERTIES
         if path.exists():
             return
         lines = ["version=0", f"broker.id={self.broker_id}"]
@@ -166,10 +225,13 @@ class LogManager:
         return self._logs.get(TopicPartition(topic, partition))
 
     def get_or_create(
-        self, topic: str, partition: int, config: LogConfig | Mapping[str, object] | None = None
+        self, topic: str, partition: int, config: LogConfig | Mapping[str, object] | None = None,
+        *, is_new: bool = True,
     ) -> PartitionLog:
         """The partition's log, created empty if absent. ``config`` may be a LogConfig or the topic's override
-        strings (then resolved against the broker defaults); either way the log adopts it."""
+        strings (then resolved against the broker defaults); either way the log adopts it. A log the controller
+        says should exist (``is_new`` False) is not created afresh while a log directory is offline: it may be
+        there (Kafka's KafkaStorageException in getOrCreateLog)."""
         if config is not None and not isinstance(config, LogConfig):
             self._overrides[topic] = dict(config)
             resolved = self._config_for(topic)
@@ -180,8 +242,17 @@ class LogManager:
             if existing.config != resolved:
                 existing.update_config(resolved)
             return existing
-        plog = PartitionLog(self.data_dir / partition_dir_name(topic, partition), resolved, self.clock)
+        if not is_new and self.offline_dirs:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create a log for {topic}-{partition}: "
+                             f"log directories {sorted(map(str, self.offline_dirs))} are offline")
+        parent = self.next_log_dir()
+        try:
+            plog = PartitionLog(parent / partition_dir_name(topic, partition), resolved, self.clock)
+        except OSError as exc:
+            self.fail_dir(parent, exc)
+            raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create a log in {parent}: {exc}") from exc
         self._logs[TopicPartition(topic, partition)] = plog
+        self._new_dir_parents.add(parent)
         # The new directory's entry reaches the disk with one fsync of the data directory for a whole batch
         # (sync_new_dirs, called after each LeaderAndIsr and by tick), not one per partition: with 10,000
         # directories each fsync took milliseconds and a 10,000-partition LeaderAndIsr stalled the event loop for
@@ -193,7 +264,147 @@ class LogManager:
         """Make the directories of logs created since the last call durable."""
         if self._new_dirs:
             self._new_dirs = False
-            checkpoint.fsync_dir(self.data_dir)
+            parents, self._new_dir_parents = self._new_dir_parents, set()
+            for parent in parents:
+                if parent in self.offline_dirs:
+                    continue
+                try:
+                    checkpoint.fsync_dir(parent)
+                except OSError as exc:
+                    self.fail_dir(parent, exc)
+
+    # --- log directories
+    # --------------------------------------------------------------------------------------
+
+    def next_log_dir(self) -> Path:
+        """Where a new partition goes: the online directory holding the fewest partitions, the first listed on a
+        tie (Kafka's ``nextLogDirs``)."""
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaError(ErrorCode.kafka_storage_error, "no log directory is online")
+        counts = dict.fromkeys(online, 0)
+        for plog in self._logs.values():
+            parent = plog.directory.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(online, key=lambda d: counts[d])
+
+    def log_dir_of(self, plog: PartitionLog) -> Path:
+        return plog.directory.parent
+
+    def logs_in(self, directory: Path) -> dict[TopicPartition, PartitionLog]:
+        return {tp: p for tp, p in self._logs.items() if p.directory.parent == directory}
+
+    def fail_dir(self, directory: Path, cause: BaseException | str) -> None:
+        """Take a whole log directory offline (several directories only): its logs refuse every read and write
+        from now on, its checkpoints stop, and the listeners hear of it. Idempotent."""
+        if len(self.log_dirs) == 1 or directory in self.offline_dirs:
+            return
+        self.offline_dirs.add(directory)
+        for plog in self.logs_in(directory).values():
+            plog.detach()  # offline at once for every reader; a failed disk gets no further writes
+        log.error("log directory %s is offline after a disk error: %s (%d of %d directories left)",
+                  directory, cause, len(self.log_dirs) - len(self.offline_dirs), len(self.log_dirs))
+        for listener in list(self.on_dir_failure):
+            listener(directory)
+
+    def _propagate_failures(self) -> None:
+        """A log that took itself offline after an OSError takes its directory with it (several directories)."""
+        if len(self.log_dirs) == 1:
+            return
+        for plog in list(self._logs.values()):
+            parent = plog.directory.parent
+            if plog.offline and parent not in self.offline_dirs:
+                self.fail_dir(parent, f"partition {plog.directory.name} failed")
+
+    def describe(self) -> list[LogDirState]:
+        """Every log directory as DescribeLogDirs reports it."""
+        out = []
+        for directory in self.log_dirs:
+            if directory in self.offline_dirs:
+                out.append(LogDirState(directory, False, {}, {}, -1, -1))
+                continue
+            try:
+                usage = shutil.disk_usage(directory)
+                total, usable = usage.total, usage.free
+            except OSError:
+                total = usable = -1
+            sizes = {tp: plog.size_in_bytes for tp, plog in self.logs_in(directory).items()}
+            futures = {}
+            for tp, move in list(self._moves.items()):
+                current, future = self._logs.get(tp), move.future
+                if move.destination == directory and future is not None and current is not None \
+                        and not move.done.is_set():
+                    futures[tp] = (future.size_in_bytes, lag_of(current, future))
+            out.append(LogDirState(directory, True, sizes, futures, total, usable))
+        return out
+
+    # --- moves between log directories (AlterReplicaLogDirs)
+    # ------------------------------------------------------------------
+
+    def resolve_log_dir(self, path: str) -> Path | None:
+        """The configured log directory ``path`` names (as given or absolute), None when it is none of them."""
+        wanted = Path(path)
+        for directory in self.log_dirs:
+            if directory == wanted or directory.resolve() == wanted.resolve():
+                return directory
+        return None
+
+    def alter_log_dir(self, topic: str, partition: int, path: str) -> ErrorCode:
+        """Start moving a hosted replica to the log directory ``path``; the copy runs on a mover thread.
+        LOG_DIR_NOT_FOUND for a directory that is not configured, KAFKA_STORAGE_ERROR for an offline one (or an
+        offline replica), REPLICA_NOT_AVAILABLE for a replica this broker does not host."""
+        destination = self.resolve_log_dir(path)
+        if destination is None:
+            return ErrorCode.log_dir_not_found
+        if destination in self.offline_dirs:
+            return ErrorCode.kafka_storage_error
+        tp = TopicPartition(topic, partition)
+        current = self._logs.get(tp)
+        if current is None:
+            return ErrorCode.replica_not_available
+        if current.offline:
+            return ErrorCode.kafka_storage_error
+        running = self._moves.get(tp)
+        if running is not None and not running.done.is_set():
+            if running.destination == destination:
+                return ErrorCode.none
+            running.cancelled.set()  # a new destination replaces the old move, as Kafka does
+            running.done.wait()
+        if current.directory.parent == destination:
+            return ErrorCode.none
+        move = Move(tp, destination)
+        try:
+            move.future = PartitionLog(future_dir(destination, tp), current.config, self.clock,
+                                       log_start_offset=current.log_start_offset)
+            move.future.truncate_fully_and_start_at(current.log_start_offset)
+        except (OSError, KafkaError) as exc:
+            self.fail_dir(destination, exc)
+            return ErrorCode.kafka_storage_error
+        self._moves[tp] = move
+        self._mover_pool.submit(run_move, move, lambda: self._logs.get(tp), self._swap)
+        log.info("moving %s-%d from %s to %s", topic, partition, current.directory.parent, destination)
+        return ErrorCode.none
+
+    def _swap(self, old: PartitionLog, new: PartitionLog) -> None:
+        tp = TopicPartition(new.topic, new.partition)
+        if self._logs.get(tp) is old:
+            self._logs[tp] = new
+        for listener in list(self.on_log_replaced):
+            listener(tp, new)
+
+    def wait_for_moves(self, timeout_s: float | None = None) -> bool:
+        """Block until every started move has finished (tests, shutdown); False on timeout."""
+        return all(m.done.wait(timeout_s) for m in list(self._moves.values()))
+
+    def _stop_moves(self) -> None:
+        for move in self._moves.values():
+            move.cancelled.set()
+        self._mover_pool.shutdown(wait=True, cancel_futures=True)
+        for move in self._moves.values():
+            if not move.done.is_set() and move.future is not None:  # never started: nothing to wait for
+                move.future.detach()
+        self._moves.clear()
 
     def update_config(self, topic: str, overrides: Mapping[str, object]) -> LogConfig:
         """New topic overrides (IncrementalAlterConfigs): validated, then applied to every partition's log."""
@@ -208,15 +419,18 @@ class LogManager:
         """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic: the log is gone for every reader at once),
         then remove the files. A crash in between is finished by the next :meth:`load`."""
         plog = self._logs.pop(TopicPartition(topic, partition), None)
-        directory = self.data_dir / partition_dir_name(topic, partition)
         if plog is not None:
             plog.detach()
+            directory = plog.directory
+        else:
+            found = [d / partition_dir_name(topic, partition) for d in self.log_dirs if d not in self.offline_dirs]
+            directory = next((d for d in found if d.exists()), found[0] if found else self.data_dir)
         if not directory.exists():
             return
         doomed = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         try:
             directory.rename(doomed)
-            checkpoint.fsync_dir(self.data_dir)
+            checkpoint.fsync_dir(directory.parent)
         except OSError as exc:
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot delete {directory}: {exc}") from exc
         shutil.rmtree(doomed, ignore_errors=True)
@@ -237,6 +451,7 @@ class LogManager:
         A failing partition is logged and skipped (it has taken itself offline); the others carry on.
         """
         self.sync_new_dirs()
+        self._propagate_failures()
         if self._last_sweep_ms is None or now_ms - self._last_sweep_ms >= self._sweep_interval_ms:
             started = time.perf_counter()
             retention = (self._last_retention_ms is None
@@ -308,21 +523,32 @@ class LogManager:
         concurrent.futures.wait([*self._cleaning.values(), *self._flushing.values()], timeout=timeout_s)
 
     def checkpoint(self) -> None:
-        """Write the three broker-level offset checkpoints (each atomically)."""
-        logs = {tp: p for tp, p in self._logs.items() if not p.offline}
-        try:
-            checkpoint.write_offsets(self.data_dir / RECOVERY_POINT_FILE,
-                                     {tp: p.recovery_point for tp, p in logs.items()})
-            checkpoint.write_offsets(self.data_dir / LOG_START_FILE,
-                                     {tp: p.log_start_offset for tp, p in logs.items()})
-            checkpoint.write_offsets(self.data_dir / HIGH_WATERMARK_FILE,
-                                     {tp: p.high_watermark for tp, p in logs.items()})
-        except OSError as exc:
-            log.error("writing checkpoints in %s failed: %s", self.data_dir, exc)
-            raise KafkaError(ErrorCode.kafka_storage_error, f"checkpoint failed: {exc}") from exc
+        """Write the three offset checkpoints of every online log directory (each atomically). A directory whose
+        checkpoint fails goes offline (several directories) or fails the call (one directory)."""
+        failed: OSError | None = None
+        for directory in self.log_dirs:
+            if directory in self.offline_dirs:
+                continue
+            logs = {tp: p for tp, p in self.logs_in(directory).items() if not p.offline}
+            try:
+                checkpoint.write_offsets(directory / RECOVERY_POINT_FILE,
+                                         {tp: p.recovery_point for tp, p in logs.items()})
+                checkpoint.write_offsets(directory / LOG_START_FILE,
+                                         {tp: p.log_start_offset for tp, p in logs.items()})
+                checkpoint.write_offsets(directory / HIGH_WATERMARK_FILE,
+                                         {tp: p.high_watermark for tp, p in logs.items()})
+            except OSError as exc:
+                log.error("writing checkpoints in %s failed: %s", directory, exc)
+                if len(self.log_dirs) == 1:
+                    failed = exc
+                else:
+                    self.fail_dir(directory, exc)
+        if failed is not None:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"checkpoint failed: {failed}") from failed
 
     def abandon(self) -> None:
         """Stop background work without flushing, closing or checkpointing: what a crash leaves on disk."""
+        self._stop_moves()
         for pool in (self._cleaner_pool, self._flusher_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -332,6 +558,7 @@ class LogManager:
 
     def close(self) -> None:
         """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
+        self._stop_moves()  # an unfinished move's -future directory is removed by the next load
         for pool in (self._cleaner_pool, self._flusher_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -346,5 +573,7 @@ class LogManager:
             clean = clean and not plog.offline
         self.checkpoint()
         if clean and self._loaded:
-            checkpoint.write_atomically(self.data_dir / CLEAN_SHUTDOWN_FILE, "")
+            for directory in self.log_dirs:
+                if directory not in self.offline_dirs:
+                    checkpoint.write_atomically(directory / CLEAN_SHUTDOWN_FILE, "")
         self._logs.clear()
