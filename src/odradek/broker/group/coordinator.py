@@ -20,12 +20,20 @@ import asyncio
 import itertools
 import logging
 import struct
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.group.config import GroupConfig
+from odradek.broker.group.consumer_group import (
+    ConsumerGroupLogic,
+    ConsumerGroupState,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicsSnapshot,
+)
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
 from odradek.broker.group.offsets_log import OffsetsLog
 from odradek.broker.group.results import (
@@ -143,6 +151,9 @@ class GroupCoordinator:
         self._producer_groups: defaultdict[int, set[str]] = defaultdict(set)
         """Kafka's openGroupsForProducer: groups holding a producer's pending transactional offsets."""
         self._completed_while_loading: defaultdict[int, list[tuple[int, bool]]] = defaultdict(list)
+        self.consumer_groups = ConsumerGroupLogic(self.config.consumer_assignors)
+        """KIP-848 groups; their committed offsets live in a memberless classic :class:`Group` of the same id."""
+        self._topics: TopicsSnapshot = {}
 
     # --- ownership ------------------------------------------------------------------------------------------
 
@@ -331,6 +342,47 @@ class GroupCoordinator:
         if partition not in self._owned:
             return ErrorCode.not_coordinator
         return None
+
+    # --- ConsumerGroupHeartbeat (KIP-848) ------------------------------------------------------------------
+
+    def consumer_heartbeat(self, req: HeartbeatRequest, topics: TopicsSnapshot) -> HeartbeatResult:
+        """One heartbeat of a consumer-protocol member; a classic group of that id must be empty (it converts)."""
+        error = self._check(req.group_id)
+        if error is not None:
+            return HeartbeatResult(error)
+        self._topics = topics
+        classic = self._groups.get(req.group_id)
+        if (
+            classic is not None
+            and req.group_id not in self.consumer_groups.groups
+            and (classic.members or classic.state not in (GroupState.EMPTY, GroupState.DEAD))
+        ):
+            return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+        result = self.consumer_groups.heartbeat(req, topics, lambda: uuid.uuid4().hex)
+        group = self.consumer_groups.groups.get(req.group_id)
+        if result.error is ErrorCode.none and group is not None:
+            if req.group_id not in self._groups:
+                self._groups[req.group_id] = Group(req.group_id, state_timestamp=self._clock.now_ms())
+            member = group.members.get(result.member_id or "")
+            if member is not None:
+                token = member.session_token = object()
+                deadline = self._clock.now_ms() + self.config.consumer_session_timeout_ms
+                self._schedule(deadline, lambda: self._expire_consumer(group, member.member_id, token))
+        return result
+
+    def _expire_consumer(self, group: ConsumerGroupState, member_id: str, token: object) -> None:
+        member = group.members.get(member_id)
+        if member is not None and member.session_token is token:
+            log.info("consumer group %s: member %s session expired", group.group_id, member_id)
+            self.consumer_groups.remove_member(group, member_id, self._topics)
+
+    def consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroupState | None]:
+        """For ConsumerGroupDescribe: GROUP_ID_NOT_FOUND when no consumer group has that id here."""
+        error = self._check(group_id)
+        if error is not None:
+            return error, None
+        group = self.consumer_groups.groups.get(group_id)
+        return (ErrorCode.group_id_not_found, None) if group is None else (ErrorCode.none, group)
 
     # --- JoinGroup ------------------------------------------------------------------------------------------
 
@@ -1008,6 +1060,14 @@ class GroupCoordinator:
         error = self._check(group_id, allow_empty=True)
         if error is not None:
             return all_(error)
+        consumer = self.consumer_groups.groups.get(group_id)
+        if consumer is not None and consumer.members and not (generation_id < 0 and not member_id):
+            consumer_member = consumer.members.get(member_id)
+            if consumer_member is None:
+                return all_(ErrorCode.unknown_member_id)
+            if generation_id != consumer_member.member_epoch:
+                return all_(ErrorCode.stale_member_epoch)
+            return await self._store_offsets(self._groups[group_id], offsets)
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -1206,13 +1266,21 @@ class GroupCoordinator:
             return ErrorCode.coordinator_not_available, []
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return ErrorCode.none, []
         error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
-        return error, [
+        consumer = [
+            GroupOverview(g.group_id, "consumer", g.state, "consumer")
+            for g in self.consumer_groups.groups.values()
+            if (not wanted_states or g.state.lower() in wanted_states)
+            and (not wanted_types or "consumer" in wanted_types)
+        ]
+        if wanted_types and "classic" not in wanted_types:
+            return error, consumer
+        return error, consumer + [
             GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
-            if g.state is not GroupState.DEAD and (not wanted_states or g.state.value.lower() in wanted_states)
+            if g.state is not GroupState.DEAD
+            and g.group_id not in self.consumer_groups.groups
+            and (not wanted_states or g.state.value.lower() in wanted_states)
         ]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
