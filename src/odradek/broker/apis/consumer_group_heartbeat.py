@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             name = names_by_id.get(tp.topic_id)
             if name is not None:
                 owned[name] = frozenset(int(p) for p in tp.partitions)
-    result = ctx.services.groups.consumer_heartbeat(
+    result = await ctx.services.groups.consumer_heartbeat(
         HeartbeatRequest(
             group_id=request.group_id,
             member_id=request.member_id,

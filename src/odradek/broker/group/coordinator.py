@@ -17,6 +17,7 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import struct
@@ -34,6 +35,7 @@ from odradek.broker.group.consumer_group import (
     HeartbeatResult,
     TopicsSnapshot,
 )
+from odradek.broker.group.consumer_records import KEY_VERSIONS, group_records, key_version, load_groups
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
 from odradek.broker.group.offsets_log import OffsetsLog
 from odradek.broker.group.results import (
@@ -154,6 +156,8 @@ class GroupCoordinator:
         self.consumer_groups = ConsumerGroupLogic(self.config.consumer_assignors)
         """KIP-848 groups; their committed offsets live in a memberless classic :class:`Group` of the same id."""
         self._topics: TopicsSnapshot = {}
+        self._consumer_written: dict[str, dict[bytes, bytes]] = {}
+        """Per consumer group, the records last appended for it: a change appends only what differs."""
 
     # --- ownership ------------------------------------------------------------------------------------------
 
@@ -229,6 +233,9 @@ class GroupCoordinator:
             raise
         if self._load_epoch[partition] != epoch:
             return
+        consumer_raw = {k: v[1] for k, v in latest.items() if key_version(k) in KEY_VERSIONS}
+        for k in consumer_raw:
+            del latest[k]
         group_values, offsets = self._decode_latest(latest)
         pending_offsets: dict[str, dict[int, dict[TopicPartition, tuple[int, OffsetValue]]]] = defaultdict(dict)
         for producer_id, entries in open_txns.items():
@@ -258,6 +265,7 @@ class GroupCoordinator:
                 self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
             if len(group) > self.config.max_size:
                 self._prepare_rebalance(group, "freshly loaded group is over group.max.size")
+        loaded += self._load_consumer_groups(consumer_raw, now)
         self._loading.discard(partition)
         self._owned.add(partition)
         # Markers written while the log was being read may lie past where the reader stopped; their completions
@@ -270,6 +278,22 @@ class GroupCoordinator:
             "loaded %d groups from __consumer_offsets-%d (%d records, %d open transactions)",
             loaded, partition, records_read, sum(len(p) for p in pending_offsets.values()),
         )
+
+    def _load_consumer_groups(self, raw: Mapping[bytes, bytes | None], now: int) -> int:
+        try:
+            groups = load_groups(raw)
+        except (SchemaError, UnicodeDecodeError) as exc:
+            log.warning("skipping unreadable consumer group records in __consumer_offsets: %s", exc)
+            return 0
+        for group_id, group in groups.items():
+            self.consumer_groups.groups[group_id] = group
+            self._consumer_written[group_id] = {k: v for k, v in raw.items() if v is not None and _names(k, group_id)}
+            if group_id not in self._groups:
+                self._groups[group_id] = Group(group_id, state_timestamp=now)
+            for member in group.members.values():
+                expire = functools.partial(self._expire_consumer, group, member.member_id, member.session_token)
+                self._schedule(now + self.config.consumer_session_timeout_ms, expire)
+        return len(groups)
 
     @staticmethod
     def _decode_offsets(
@@ -317,6 +341,9 @@ class GroupCoordinator:
         for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(group_id)
             self._on_group_unloaded(group)
+        for group_id in [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]:
+            del self.consumer_groups.groups[group_id]
+            self._consumer_written.pop(group_id, None)
         for producer_id, group_ids in list(self._producer_groups.items()):
             group_ids -= {g for g in group_ids if self.partition_for(g) == partition}
             if not group_ids:
@@ -345,8 +372,9 @@ class GroupCoordinator:
 
     # --- ConsumerGroupHeartbeat (KIP-848) ------------------------------------------------------------------
 
-    def consumer_heartbeat(self, req: HeartbeatRequest, topics: TopicsSnapshot) -> HeartbeatResult:
-        """One heartbeat of a consumer-protocol member; a classic group of that id must be empty (it converts)."""
+    async def consumer_heartbeat(self, req: HeartbeatRequest, topics: TopicsSnapshot) -> HeartbeatResult:
+        """One heartbeat of a consumer-protocol member; a classic group of that id must be empty (it converts).
+        The answer waits until the group's changed records are committed in ``__consumer_offsets``."""
         error = self._check(req.group_id)
         if error is not None:
             return HeartbeatResult(error)
@@ -368,13 +396,39 @@ class GroupCoordinator:
                 token = member.session_token = object()
                 deadline = self._clock.now_ms() + self.config.consumer_session_timeout_ms
                 self._schedule(deadline, lambda: self._expire_consumer(group, member.member_id, token))
+        if group is not None:
+            code = await self._persist_consumer(group)
+            if code is not ErrorCode.none and result.error is ErrorCode.none:
+                return HeartbeatResult(code, "could not store the group's records")
         return result
+
+    def _consumer_changes(self, group: ConsumerGroupState) -> list[tuple[bytes, bytes | None]]:
+        ids = {name: tid for name, (tid, _) in self._topics.items()}
+        records = group_records(group, ids)
+        written = self._consumer_written.get(group.group_id, {})
+        changes: list[tuple[bytes, bytes | None]] = [(k, None) for k in written if k not in records]
+        changes += [(k, v) for k, v in records.items() if written.get(k) != v]
+        self._consumer_written[group.group_id] = records
+        return changes
+
+    async def _persist_consumer(self, group: ConsumerGroupState) -> ErrorCode:
+        changes = self._consumer_changes(group)
+        if not changes:
+            return ErrorCode.none
+        code = await self._append(self.partition_for(group.group_id), changes)
+        return _GROUP_STORE_ERRORS.get(code, code)
 
     def _expire_consumer(self, group: ConsumerGroupState, member_id: str, token: object) -> None:
         member = group.members.get(member_id)
         if member is not None and member.session_token is token:
             log.info("consumer group %s: member %s session expired", group.group_id, member_id)
             self.consumer_groups.remove_member(group, member_id, self._topics)
+            self._spawn(self._log_store_error(group))
+
+    async def _log_store_error(self, group: ConsumerGroupState) -> None:
+        code = await self._persist_consumer(group)
+        if code is not ErrorCode.none:
+            log.warning("consumer group %s: storing its records failed: %s", group.group_id, code.name)
 
     def consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroupState | None]:
         """For ConsumerGroupDescribe: GROUP_ID_NOT_FOUND when no consumer group has that id here."""
@@ -1061,12 +1115,14 @@ class GroupCoordinator:
         if error is not None:
             return all_(error)
         consumer = self.consumer_groups.groups.get(group_id)
-        if consumer is not None and consumer.members and not (generation_id < 0 and not member_id):
-            consumer_member = consumer.members.get(member_id)
-            if consumer_member is None:
-                return all_(ErrorCode.unknown_member_id)
-            if generation_id != consumer_member.member_epoch:
-                return all_(ErrorCode.stale_member_epoch)
+        if consumer is not None:
+            # Kafka's ConsumerGroup.validateOffsetCommit: epoch -1 commits only while the group has no member.
+            if not (generation_id < 0 and not consumer.members):
+                consumer_member = consumer.members.get(member_id)
+                if consumer_member is None:
+                    return all_(ErrorCode.unknown_member_id)
+                if generation_id != consumer_member.member_epoch:
+                    return all_(ErrorCode.stale_member_epoch)
             return await self._store_offsets(self._groups[group_id], offsets)
         group = self._groups.get(group_id)
         if group is None:
@@ -1500,6 +1556,12 @@ def _control_is_commit(records: Sequence[Any]) -> bool:
         if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
             return bool(_CONTROL_KEY.unpack_from(record.key)[1] == CONTROL_COMMIT)
     return False
+
+
+def _names(raw_key: bytes, group_id: str) -> bool:
+    """Whether a consumer group record's key (versions 3-8: int16 version, then the group id) is ``group_id``'s."""
+    raw = group_id.encode()
+    return raw_key[2:4] == struct.pack(">h", len(raw)) and raw_key[4 : 4 + len(raw)] == raw
 
 
 def _is_offset_key(raw_key: bytes) -> bool:
