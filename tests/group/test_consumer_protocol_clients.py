@@ -12,10 +12,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from brokers import BrokerProcess, wait_for
+from brokers import BrokerProcess
 from odradek.broker.group.server_assignors import AssignmentSpec, uniform
 
 PARTITIONS = 6
