@@ -430,6 +430,15 @@ class GroupCoordinator:
         if code is not ErrorCode.none:
             log.warning("consumer group %s: storing its records failed: %s", group.group_id, code.name)
 
+    async def _drop_consumer_group(self, group: ConsumerGroupState) -> None:
+        """Forget an empty consumer group: tombstones for its records; its committed offsets stay."""
+        del self.consumer_groups.groups[group.group_id]
+        written = self._consumer_written.pop(group.group_id, {})
+        if written:
+            code = await self._append(self.partition_for(group.group_id), [(k, None) for k in written])
+            if code is not ErrorCode.none:
+                log.warning("consumer group %s: tombstones not stored: %s", group.group_id, code.name)
+
     def consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroupState | None]:
         """For ConsumerGroupDescribe: GROUP_ID_NOT_FOUND when no consumer group has that id here."""
         error = self._check(group_id)
@@ -461,6 +470,12 @@ class GroupCoordinator:
             return _join_error(member_id, error)
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
             return _join_error(member_id, ErrorCode.invalid_session_timeout)
+        consumer = self.consumer_groups.groups.get(group_id)
+        if consumer is not None:
+            if consumer.members:
+                return _join_error(member_id, ErrorCode.group_id_not_found)  # "is not a classic group"
+            # An empty consumer-protocol group becomes a classic one (Kafka's downgrade of an empty group).
+            await self._drop_consumer_group(consumer)
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self._groups.get(group_id)
@@ -1345,8 +1360,8 @@ class GroupCoordinator:
         if error is not None:
             return error, GroupSummary("", "", "")
         group = self._groups.get(group_id)
-        if group is None:
-            return ErrorCode.none, None
+        if group is None or group_id in self.consumer_groups.groups:
+            return ErrorCode.none, None  # a consumer-protocol group is not a classic group: Kafka says Dead
         if group.state is GroupState.STABLE:
             protocol = group.protocol_name or ""
             members = tuple(

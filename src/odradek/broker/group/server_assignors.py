@@ -64,6 +64,8 @@ def uniform(spec: AssignmentSpec) -> Assignment:
                 load[owner] += 1
             else:
                 unassigned.append((t, p))
+    # Partitions with the fewest possible owners go first, so the flexible ones can even out the load.
+    unassigned.sort(key=lambda tp: (len(eligible[tp[0]]), tp))
     for t, p in unassigned:
         candidates = eligible[t]
         if not candidates:
