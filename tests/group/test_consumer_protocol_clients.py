@@ -51,7 +51,9 @@ def describe(admin: AdminClient, group: str) -> Any:
 
 
 def test_assignments_match_uniform_and_leave_hands_over(broker_factory: Callable[..., BrokerProcess]) -> None:
-    broker = broker_factory("--override", "group.initial.rebalance.delay.ms=0")
+    broker = broker_factory(
+        "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=500"
+    )
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
@@ -67,22 +69,46 @@ def test_assignments_match_uniform_and_leave_hands_over(broker_factory: Callable
 
         poll_until(consumers, balanced)
         desc = describe(admin, group)
-        by_member = {m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
-                     for m in desc.members}
+        by_member = {
+            m.member_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions} for m in desc.members
+        }
         # The broker reached this assignment through members joining one by one; the uniform assignor, given it
         # as the previous assignment, must keep it unchanged (balanced and sticky), and the targets must equal it.
         previous = {m: {topic: frozenset(p for _, p in parts)} for m, parts in by_member.items()}
         expected = uniform(AssignmentSpec({m: frozenset({topic}) for m in by_member}, {topic: PARTITIONS}, previous))
         assert expected == previous
-        targets = {m.member_id: {(tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions}
-                   for m in desc.members}
+        targets = {
+            m.member_id: {(tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions} for m in desc.members
+        }
         assert targets == by_member
         assert sorted(map(sorted, by_member.values())) == sorted(sorted(owned(c)) for c in consumers)
 
         leaving = consumers.pop()
         leaving.close()
-        poll_until(consumers, lambda: set().union(*(owned(c) for c in consumers)) == everything
-                   and all(len(owned(c)) == 3 for c in consumers))
+        poll_until(
+            consumers,
+            lambda: (
+                set().union(*(owned(c) for c in consumers)) == everything and all(len(owned(c)) == 3 for c in consumers)
+            ),
+        )
     finally:
         for c in consumers:
             c.close()
+
+
+def test_regex_subscription_picks_up_a_new_topic(broker_factory: Callable[..., BrokerProcess]) -> None:
+    broker = broker_factory(
+        "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=500"
+    )
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    prefix, group = f"rx{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:8]}"
+    first, later = f"{prefix}-a", f"{prefix}-b"
+    admin.create_topics([NewTopic(first, 2, 1)])[first].result(30)
+    c = consumer(broker, group, **{"topic.metadata.refresh.interval.ms": 1000})
+    try:
+        c.subscribe([f"^{prefix}-.*"])
+        poll_until([c], lambda: owned(c) == {(first, 0), (first, 1)})
+        admin.create_topics([NewTopic(later, 1, 1)])[later].result(30)
+        poll_until([c], lambda: owned(c) == {(first, 0), (first, 1), (later, 0)})
+    finally:
+        c.close()

@@ -34,9 +34,7 @@ def snapshot(c: ThreadedCluster, group: str) -> tuple[int, int, dict[str, Any]] 
                 continue
             state = coord.consumer_groups.groups.get(group)
             if state is not None:
-                return bid, state.group_epoch, {
-                    m: (x.member_epoch, x.assigned) for m, x in state.members.items()
-                }
+                return bid, state.group_epoch, {m: (x.member_epoch, x.assigned) for m, x in state.members.items()}
         return None
 
     return c.run(read)
@@ -56,8 +54,12 @@ def tokens(c: ThreadedCluster, group: str) -> dict[str, object]:
 
 
 def test_coordinator_failover_keeps_the_group(tmp_path: Path) -> None:
-    overrides = {"group.initial.rebalance.delay.ms": "0", "zookeeper.session.timeout.ms": "2000",
-                 "replica.lag.time.max.ms": "3000", "offsets.topic.num.partitions": "3"}
+    overrides = {
+        "group.initial.rebalance.delay.ms": "0",
+        "zookeeper.session.timeout.ms": "2000",
+        "replica.lag.time.max.ms": "3000",
+        "offsets.topic.num.partitions": "3",
+    }
     c = ThreadedCluster(3, tmp_path / "cluster", overrides=overrides).start()
     consumers: list[Consumer] = []
     try:
@@ -68,9 +70,18 @@ def test_coordinator_failover_keeps_the_group(tmp_path: Path) -> None:
         for i in range(MESSAGES):
             producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
         assert producer.flush(30) == 0
-        consumers = [Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": group,
-                               "group.protocol": "consumer", "enable.auto.commit": False,
-                               "auto.offset.reset": "earliest"}) for _ in range(2)]
+        consumers = [
+            Consumer(
+                {
+                    "bootstrap.servers": c.bootstrap_servers,
+                    "group.id": group,
+                    "group.protocol": "consumer",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                }
+            )
+            for _ in range(2)
+        ]
         for consumer in consumers:
             consumer.subscribe([topic])
         seen = 0

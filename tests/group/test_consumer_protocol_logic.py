@@ -138,8 +138,9 @@ def test_session_expiry_and_reload() -> None:
         await coord.load_partition(0)
         join = HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1, subscribed_names=("t", "u"), owned={})
         assert (await coord.consumer_heartbeat(join, TOPICS)).member_epoch == 1
-        b = await coord.consumer_heartbeat(HeartbeatRequest("g", "b", 0, rebalance_timeout_ms=1,
-                                                            subscribed_names=("t",), owned={}), TOPICS)
+        b = await coord.consumer_heartbeat(
+            HeartbeatRequest("g", "b", 0, rebalance_timeout_ms=1, subscribed_names=("t",), owned={}), TOPICS
+        )
         assert b.member_epoch == 2
         # A second coordinator reading the same log resumes the group exactly.
         other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)

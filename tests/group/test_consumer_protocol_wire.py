@@ -26,14 +26,27 @@ def _mod(api: str, version: int, kind: str = "request") -> Any:
     return importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
 
 
-def heartbeat(conn: KafkaConnection, group: str, member: str, epoch: int, *, topics: tuple[str, ...] | None = None,
-              regex: str | None = None, owned: Any = None, assignor: str | None = None,
-              rebalance_ms: int = -1) -> Any:
+def heartbeat(
+    conn: KafkaConnection,
+    group: str,
+    member: str,
+    epoch: int,
+    *,
+    topics: tuple[str, ...] | None = None,
+    regex: str | None = None,
+    owned: Any = None,
+    assignor: str | None = None,
+    rebalance_ms: int = -1,
+) -> Any:
     mod = _mod("consumer_group_heartbeat", 1)
     request = mod.ConsumerGroupHeartbeatRequest(
-        group_id=group, member_id=member, member_epoch=epoch,
+        group_id=group,
+        member_id=member,
+        member_epoch=epoch,
         rebalance_timeout=datetime.timedelta(milliseconds=rebalance_ms),
-        subscribed_topic_names=topics, subscribed_topic_regex=regex, server_assignor=assignor,
+        subscribed_topic_names=topics,
+        subscribed_topic_regex=regex,
+        server_assignor=assignor,
         topic_partitions=owned,
     )
     return conn.request(HEARTBEAT, request, 1)
@@ -46,34 +59,52 @@ def join(conn: KafkaConnection, group: str, member: str, **kw: Any) -> Any:
 def owned_of(response: Any) -> tuple[Any, ...]:
     """The assignment a response gave, as the owned partitions of the next heartbeat."""
     mod = _mod("consumer_group_heartbeat", 1)
-    return tuple(mod.TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
-                 for tp in response.assignment.topic_partitions)
+    return tuple(
+        mod.TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
+        for tp in response.assignment.topic_partitions
+    )
 
 
 def describe(conn: KafkaConnection, group: str) -> Any:
-    return conn.request(DESCRIBE, _mod("consumer_group_describe", 0).ConsumerGroupDescribeRequest(
-        group_ids=(group,), include_authorized_operations=False), 0).groups[0]
+    return conn.request(
+        DESCRIBE,
+        _mod("consumer_group_describe", 0).ConsumerGroupDescribeRequest(
+            group_ids=(group,), include_authorized_operations=False
+        ),
+        0,
+    ).groups[0]
 
 
 def assigned(described: Any) -> dict[str, set[tuple[str, int]]]:
-    return {m.member_id: {(tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions}
-            for m in described.members}
+    return {
+        m.member_id: {(tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions}
+        for m in described.members
+    }
 
 
 def commit(conn: KafkaConnection, group: str, member: str, epoch: int, topic: str, offset: int) -> ErrorCode:
     mod = _mod("offset_commit", 9)
     request = mod.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=epoch, member_id=member,
-        topics=(mod.OffsetCommitRequestTopic(name=topic, partitions=(
-            mod.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_metadata=""),)),),
+        group_id=group,
+        generation_id_or_member_epoch=epoch,
+        member_id=member,
+        topics=(
+            mod.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=(
+                    mod.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset, committed_metadata=""),
+                ),
+            ),
+        ),
     )
     return ErrorCode(conn.request(OFFSET_COMMIT, request, 9).topics[0].partitions[0].error_code)
 
 
 def committed(conn: KafkaConnection, group: str, topic: str) -> int:
     mod = _mod("offset_fetch", 7)
-    request = mod.OffsetFetchRequest(group_id=group, topics=(
-        mod.OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),))
+    request = mod.OffsetFetchRequest(
+        group_id=group, topics=(mod.OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),)
+    )
     return int(conn.request(OFFSET_FETCH, request, 7).topics[0].partitions[0].committed_offset)
 
 
@@ -92,10 +123,13 @@ def test_bad_input_offsets_regex_and_restart(broker_factory: Any) -> None:
     with KafkaConnection(broker.bootstrap) as conn:
         wait_for(lambda: coordinator_ready(conn, group) and coordinator_ready(conn, rx_group), what="coordinator")
         # Bad input gets Kafka's codes.
-        assert ErrorCode(join(conn, group, a, topics=(topic,), assignor="bogus").error_code) \
+        assert (
+            ErrorCode(join(conn, group, a, topics=(topic,), assignor="bogus").error_code)
             is ErrorCode.unsupported_assignor
-        assert ErrorCode(heartbeat(conn, group, a, 0, topics=(topic,), owned=()).error_code) \
-            is ErrorCode.invalid_request  # no rebalance timeout on a join
+        )
+        assert (
+            ErrorCode(heartbeat(conn, group, a, 0, topics=(topic,), owned=()).error_code) is ErrorCode.invalid_request
+        )  # no rebalance timeout on a join
         assert ErrorCode(heartbeat(conn, group, a, 3).error_code) is ErrorCode.unknown_member_id
 
         first = join(conn, group, a, topics=(topic,))
@@ -131,6 +165,7 @@ def test_bad_input_offsets_regex_and_restart(broker_factory: Any) -> None:
         def picked_up() -> bool:
             answer = heartbeat(conn, rx_group, a, int(describe(conn, rx_group).members[0].member_epoch))
             return answer.member_epoch == 2
+
         wait_for(picked_up, what="regex subscription picks up the new topic")
         assert assigned(describe(conn, rx_group))[a] == {(first_rx, 0), (first_rx, 1), (second_rx, 0)}
 

@@ -39,8 +39,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error, group = ctx.services.groups.consumer_group(group_id)
         if group is None:
             described.append(
-                group_cls(error_code=error, group_id=group_id, group_state="Dead", group_epoch=-1,
-                          assignment_epoch=-1, assignor_name="", members=())
+                group_cls(
+                    error_code=error,
+                    group_id=group_id,
+                    group_state="Dead",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=(),
+                )
             )
             continue
         described.append(

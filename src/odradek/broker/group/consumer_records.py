@@ -80,9 +80,7 @@ def _value(body: bytearray) -> bytes:
     return bytes(_I16.pack(0) + body + b"\x00")
 
 
-def group_records(
-    group: ConsumerGroupState, ids: Mapping[str, uuid.UUID]
-) -> dict[bytes, bytes]:
+def group_records(group: ConsumerGroupState, ids: Mapping[str, uuid.UUID]) -> dict[bytes, bytes]:
     """Every record that describes ``group`` now, by raw key (the caller writes what changed)."""
     gid = group.group_id
     records: dict[bytes, bytes] = {}

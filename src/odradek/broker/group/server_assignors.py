@@ -53,9 +53,7 @@ def uniform(spec: AssignmentSpec) -> Assignment:
             if owner is not None and load[owner] < base:
                 result[owner].setdefault(t, set()).add(p)
                 load[owner] += 1
-            elif (
-                owner is not None and homogeneous and load[owner] < ceiling and extras_used < extra
-            ):
+            elif owner is not None and homogeneous and load[owner] < ceiling and extras_used < extra:
                 result[owner].setdefault(t, set()).add(p)
                 load[owner] += 1
                 extras_used += 1
