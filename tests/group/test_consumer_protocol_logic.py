@@ -164,3 +164,30 @@ def test_session_expiry_and_reload() -> None:
         assert third.consumer_groups.groups["g"].group_epoch == 3
 
     asyncio.run(main())
+
+
+def test_member_that_does_not_revoke_in_time_is_removed() -> None:
+    async def main() -> None:
+        clock, log = ManualClock(), MemoryOffsetsLog()
+        coord = GroupCoordinator(
+            broker_id=0, clock=clock, offsets_log=log, config=GroupConfig(offsets_topic_num_partitions=1)
+        )
+        await coord.load_partition(0)
+
+        def join(member: str) -> HeartbeatRequest:
+            return HeartbeatRequest("g", member, 0, rebalance_timeout_ms=10_000, subscribed_names=("t",), owned={})
+
+        first = await coord.consumer_heartbeat(join("a"), TOPICS)
+        await coord.consumer_heartbeat(join("b"), TOPICS)
+        # a is told to revoke half its partitions but keeps reporting all of them.
+        assert first.assignment is not None
+        await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=first.assignment), TOPICS)
+        clock.advance(5_000)
+        await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=first.assignment), TOPICS)
+        group = coord.consumer_groups.groups["g"]
+        assert "a" in group.members
+        clock.advance(5_001)
+        await coord.tick()
+        assert list(group.members) == ["b"] and group.group_epoch == 3
+
+    asyncio.run(main())

@@ -48,6 +48,8 @@ class ConsumerMember:
     revoking: Partitions = field(default_factory=dict)
     last_sent: Partitions | None = None
     session_token: object = field(default_factory=object)
+    revocation_deadline: int | None = None
+    """When the member must have revoked its partitions (its rebalance timeout), while it has some to revoke."""
 
 
 @dataclass(slots=True)

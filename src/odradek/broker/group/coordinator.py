@@ -31,6 +31,7 @@ from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.consumer_group import (
     ConsumerGroupLogic,
     ConsumerGroupState,
+    ConsumerMember,
     HeartbeatRequest,
     HeartbeatResult,
     TopicsSnapshot,
@@ -393,9 +394,16 @@ class GroupCoordinator:
                 self._groups[req.group_id] = Group(req.group_id, state_timestamp=self._clock.now_ms())
             member = group.members.get(result.member_id or "")
             if member is not None:
+                now = self._clock.now_ms()
                 token = member.session_token = object()
-                deadline = self._clock.now_ms() + self.config.consumer_session_timeout_ms
+                deadline = now + self.config.consumer_session_timeout_ms
                 self._schedule(deadline, lambda: self._expire_consumer(group, member.member_id, token))
+                if member.state == "unrevoked_partitions" and member.revocation_deadline is None:
+                    # Kafka's rebalance timeout: a member that does not revoke in time is removed from the group.
+                    member.revocation_deadline = now + member.rebalance_timeout_ms
+                    self._schedule(member.revocation_deadline, lambda: self._revocation_timeout(group, member))
+                elif member.state != "unrevoked_partitions":
+                    member.revocation_deadline = None
         if group is not None:
             code = await self._persist_consumer(group)
             if code is not ErrorCode.none and result.error is ErrorCode.none:
@@ -423,6 +431,13 @@ class GroupCoordinator:
         if member is not None and member.session_token is token:
             log.info("consumer group %s: member %s session expired", group.group_id, member_id)
             self.consumer_groups.remove_member(group, member_id, self._topics)
+            self._spawn(self._log_store_error(group))
+
+    def _revocation_timeout(self, group: ConsumerGroupState, member: ConsumerMember) -> None:
+        if group.members.get(member.member_id) is member and member.state == "unrevoked_partitions":
+            log.info("consumer group %s: member %s did not revoke within its rebalance timeout",
+                     group.group_id, member.member_id)
+            self.consumer_groups.remove_member(group, member.member_id, self._topics)
             self._spawn(self._log_store_error(group))
 
     async def _log_store_error(self, group: ConsumerGroupState) -> None:
@@ -1138,7 +1153,10 @@ class GroupCoordinator:
                     return all_(ErrorCode.unknown_member_id)
                 if generation_id != consumer_member.member_epoch:
                     return all_(ErrorCode.stale_member_epoch)
-            return await self._store_offsets(self._groups[group_id], offsets)
+            holder = self._groups.get(group_id)
+            if holder is None:
+                holder = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+            return await self._store_offsets(holder, offsets)
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:
