@@ -191,3 +191,20 @@ def test_member_that_does_not_revoke_in_time_is_removed() -> None:
         assert list(group.members) == ["b"] and group.group_epoch == 3
 
     asyncio.run(main())
+
+
+def test_static_member_leaves_and_comes_back_with_its_partitions() -> None:
+    logic = ConsumerGroupLogic()
+    hb(logic, "a", 0, instance_id="i-a")
+    hb(logic, "b", 0, instance_id="i-b")
+    hb(logic, "a", 1, {"t": frozenset(range(4))})
+    done = hb(logic, "a", 1, logic.groups["g"].members["a"].assigned)
+    assert done.member_epoch == 2
+    mine = logic.groups["g"].members["a"].assigned
+    # A second process with the same instance id while the first is active is refused.
+    assert hb(logic, "a2", 0, instance_id="i-a").error is E.unreleased_instance_id
+    assert hb(logic, "a", -2, instance_id="i-a").member_epoch == -2
+    assert logic.groups["g"].group_epoch == 2 and "a" in logic.groups["g"].members
+    back = hb(logic, "a2", 0, instance_id="i-a")
+    assert (back.error, back.member_epoch, back.assignment) == (E.none, 2, mine)
+    assert "a" not in logic.groups["g"].members and logic.groups["g"].group_epoch == 2

@@ -143,7 +143,14 @@ class ConsumerGroupLogic:
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             if group is None or req.member_id not in group.members:
                 return HeartbeatResult(ErrorCode.unknown_member_id, member_id=req.member_id)
-            self.remove_member(group, req.member_id, topics)
+            leaving = group.members[req.member_id]
+            if req.member_epoch == STATIC_LEAVE_EPOCH and leaving.instance_id is not None:
+                # A static member that will come back keeps its partitions until its session runs out.
+                if leaving.member_epoch != STATIC_LEAVE_EPOCH:
+                    leaving.previous_member_epoch = leaving.member_epoch
+                    leaving.member_epoch = STATIC_LEAVE_EPOCH
+            else:
+                self.remove_member(group, req.member_id, topics)
             return HeartbeatResult(ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
         if group is None:
             if req.member_epoch != 0:
@@ -152,12 +159,34 @@ class ConsumerGroupLogic:
         member_id = req.member_id or new_member_id()
         member = group.members.get(member_id)
         if req.member_epoch == 0:
-            if member is None:
-                member = ConsumerMember(member_id)
+            static = None
+            if req.instance_id is not None:
+                same = [m for m in group.members.values() if m.instance_id == req.instance_id]
+                static = next((m for m in same if m.member_id != member_id), None)
+                if static is not None and static.member_epoch != STATIC_LEAVE_EPOCH:
+                    return HeartbeatResult(
+                        ErrorCode.unreleased_instance_id,
+                        f"Static member with unknown member id and instance id {req.instance_id} cannot replace "
+                        "its predecessor that has not left",
+                    )
+            if static is not None:
+                # The static member is back under a new member id: it takes over its predecessor's epoch and
+                # partitions, and the group epoch only moves if its subscription changed.
+                del group.members[static.member_id]
+                if static.member_id in group.target:
+                    group.target[member_id] = group.target.pop(static.member_id)
+                member = static
+                member.member_id, member.member_epoch = member_id, member.previous_member_epoch
+                member.session_token, member.revocation_deadline, member.last_sent = object(), None, None
+                group.members[member_id] = member
+                changed = False
             else:
-                member = ConsumerMember(member_id, assigned=member.assigned, revoking=member.revoking)
-            group.members[member_id] = member
-            changed = True
+                if member is None:
+                    member = ConsumerMember(member_id)
+                else:
+                    member = ConsumerMember(member_id, assigned=member.assigned, revoking=member.revoking)
+                group.members[member_id] = member
+                changed = True
         else:
             if member is None:
                 return HeartbeatResult(ErrorCode.unknown_member_id, f"unknown member {member_id}")
