@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
@@ -81,6 +81,12 @@ def test_assignments_match_uniform_and_leave_hands_over(broker_factory: Callable
             m.member_id: {(tp.topic, tp.partition) for tp in m.target_assignment.topic_partitions} for m in desc.members
         }
         assert targets == by_member
+        # ListGroups (v5) reports the group's type; the type filter selects it.
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30).valid
+        # (librdkafka 2.16 reports such a listing's state as UNKNOWN although the broker answers "Stable".)
+        assert [(g.group_id, g.type) for g in listed if g.group_id == group] == [(group, ConsumerGroupType.CONSUMER)]
+        classic_only = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30).valid
+        assert group not in {g.group_id for g in classic_only}
         assert sorted(map(sorted, by_member.values())) == sorted(sorted(owned(c)) for c in consumers)
 
         leaving = consumers.pop()
