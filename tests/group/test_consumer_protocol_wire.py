@@ -160,6 +160,15 @@ def test_bad_input_offsets_regex_and_restart(broker_factory: Any) -> None:
         assert before.group_epoch == 2 and before.assignor_name == "uniform"
         assert set().union(*assigned(before).values()) == {(topic, p) for p in range(4)}
 
+        # An empty classic group (offsets only, committed by a standalone consumer) converts to the consumer
+        # protocol on its first heartbeat, keeping its offsets.
+        classic = f"classic-{suffix}"
+        wait_for(lambda: coordinator_ready(conn, classic), what="coordinator")
+        assert commit(conn, classic, "", -1, topic, 9) is ErrorCode.none
+        assert join(conn, classic, a, topics=(topic,)).member_epoch == 1
+        assert committed(conn, classic, topic) == 9
+        assert ErrorCode(describe(conn, classic).error_code) is ErrorCode.none
+
         # Regex: a topic created later joins the subscription on the next heartbeat.
         first_rx = f"{rx_group}-one"
         admin.create_topics([NewTopic(first_rx, 2, 1)])[first_rx].result(30)
