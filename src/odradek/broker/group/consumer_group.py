@@ -208,8 +208,13 @@ class ConsumerGroupLogic:
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, topics)
         self._reconcile(group, member, req.owned)
-        send = member.assigned if (req.owned is None or _flat(req.owned) != _flat(member.assigned)) else None
-        if member.last_sent != member.assigned or req.member_epoch == 0:
+        # The assignment goes out when it differs from what the member was last told or reports owning, or on a join.
+        send = None
+        if (
+            req.member_epoch == 0
+            or member.last_sent != member.assigned
+            or (req.owned is not None and _flat(req.owned) != _flat(member.assigned))
+        ):
             send = member.assigned
         if send is not None:
             member.last_sent = dict(member.assigned)

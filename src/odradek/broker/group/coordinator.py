@@ -428,13 +428,15 @@ class GroupCoordinator:
 
     def _expire_consumer(self, group: ConsumerGroupState, member_id: str, token: object) -> None:
         member = group.members.get(member_id)
-        if member is not None and member.session_token is token:
+        current = self.consumer_groups.groups.get(group.group_id) is group
+        if current and member is not None and member.session_token is token:
             log.info("consumer group %s: member %s session expired", group.group_id, member_id)
             self.consumer_groups.remove_member(group, member_id, self._topics)
             self._spawn(self._log_store_error(group))
 
     def _revocation_timeout(self, group: ConsumerGroupState, member: ConsumerMember) -> None:
-        if group.members.get(member.member_id) is member and member.state == "unrevoked_partitions":
+        current = self.consumer_groups.groups.get(group.group_id) is group
+        if current and group.members.get(member.member_id) is member and member.state == "unrevoked_partitions":
             log.info("consumer group %s: member %s did not revoke within its rebalance timeout",
                      group.group_id, member.member_id)
             self.consumer_groups.remove_member(group, member.member_id, self._topics)
