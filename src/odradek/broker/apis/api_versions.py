@@ -4,7 +4,8 @@ Advertises exactly the APIs whose modules exist in ``broker/apis`` with the rang
 say ``ADVERTISED = False`` (served, but hidden as Kafka hides them: the client-telemetry keys). A request for a
 newer ApiVersions version than we know is answered with a v0 response carrying UNSUPPORTED_VERSION and the list
 (KIP-511), so clients retry with a version we speak. v3+ clients send their software name and version, which we
-accept without checking.
+accept without checking. v3+ answers also carry the features Kafka 4.0 brokers advertise for KIP-848:
+``group.version`` supported 0-1 and finalized at 1 (the consumer group protocol is on).
 """
 
 from __future__ import annotations
@@ -36,7 +37,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         api_version(api_key=i16(key), min_version=i16(m.MIN_VERSION), max_version=i16(m.MAX_VERSION))
         for key, m in sorted(ctx.services.apis.items()) if getattr(m, "ADVERTISED", True)
     )
-    return fit(ctx.response_class, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE)
+    features: dict[str, Any] = {}
+    if ctx.api_version >= 3:
+        features = {
+            "supported_features": (nested(ctx, "SupportedFeatureKey")(name="group.version", min_version=i16(0),
+                                                                      max_version=i16(1)),),
+            "finalized_features_epoch": ctx.services.metadata.version,
+            "finalized_features": (nested(ctx, "FinalizedFeatureKey")(name="group.version", min_version_level=i16(1),
+                                                                      max_version_level=i16(1)),),
+        }
+    return fit(ctx.response_class, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE, **features)
 
 
 def unsupported_version_response(apis: Mapping[int, Any]) -> Any:

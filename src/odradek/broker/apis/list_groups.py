@@ -2,7 +2,7 @@
 
 Only groups of loaded ``__consumer_offsets`` partitions are listed (admin clients ask every broker and merge);
 while a partition is still loading the error is COORDINATOR_LOAD_IN_PROGRESS with what is known so far. v4
-adds a state filter (case-insensitive), v5 a type filter: every group here is of type "classic".
+adds a state filter (case-insensitive), v5 a type filter: "classic" groups and KIP-848 "consumer" groups.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         throttle_time=datetime.timedelta(0),
         error_code=error,
         groups=tuple(
-            listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type="classic")
+            listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
             for g in groups
         ),
     )

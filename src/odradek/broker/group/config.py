@@ -31,6 +31,10 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     new_member_join_timeout_ms: int = 300_000
     """Not a Kafka config (Kafka hard-codes 5 minutes): how long a brand-new member may wait in a join."""
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    """KIP-848 server-side assignors, the first the default (``group.consumer.assignors``)."""
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -40,14 +44,20 @@ class GroupConfig:
     def from_overrides(cls, overrides: Mapping[str, str]) -> GroupConfig:
         """Pick this layer's settings out of the broker's ``key=value`` overrides; a bad number raises
         ValueError."""
-        values: dict[str, int] = {}
+        values: dict[str, object] = {}
         for name, field_name in CONFIG_NAMES.items():
             if name in overrides:
                 try:
                     values[field_name] = int(overrides[name])
                 except ValueError:
                     raise ValueError(f"{name} must be an integer, got {overrides[name]!r}") from None
-        config = dataclasses.replace(cls(), **values)
+        if "group.consumer.assignors" in overrides:
+            names = tuple(n.strip() for n in overrides["group.consumer.assignors"].split(",") if n.strip())
+            unknown = [n for n in names if n not in ("uniform", "range")]
+            if unknown or not names:
+                raise ValueError(f"group.consumer.assignors: unknown assignors {unknown or names}")
+            values["consumer_assignors"] = names
+        config = dataclasses.replace(cls(), **values)  # type: ignore[arg-type]
         if config.offsets_topic_num_partitions < 1:
             raise ValueError("offsets.topic.num.partitions must be at least 1")
         if config.min_session_timeout_ms > config.max_session_timeout_ms:
@@ -67,5 +77,7 @@ CONFIG_NAMES: dict[str, str] = {
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
 }
 """Kafka broker config name → :class:`GroupConfig` field."""

@@ -17,15 +17,26 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import struct
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.group.config import GroupConfig
+from odradek.broker.group.consumer_group import (
+    ConsumerGroupLogic,
+    ConsumerGroupState,
+    ConsumerMember,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicsSnapshot,
+)
+from odradek.broker.group.consumer_records import KEY_VERSIONS, group_records, key_version, load_groups
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
 from odradek.broker.group.offsets_log import OffsetsLog
 from odradek.broker.group.results import (
@@ -143,6 +154,11 @@ class GroupCoordinator:
         self._producer_groups: defaultdict[int, set[str]] = defaultdict(set)
         """Kafka's openGroupsForProducer: groups holding a producer's pending transactional offsets."""
         self._completed_while_loading: defaultdict[int, list[tuple[int, bool]]] = defaultdict(list)
+        self.consumer_groups = ConsumerGroupLogic(self.config.consumer_assignors)
+        """KIP-848 groups; their committed offsets live in a memberless classic :class:`Group` of the same id."""
+        self._topics: TopicsSnapshot = {}
+        self._consumer_written: dict[str, dict[bytes, bytes]] = {}
+        """Per consumer group, the records last appended for it: a change appends only what differs."""
 
     # --- ownership ------------------------------------------------------------------------------------------
 
@@ -218,6 +234,9 @@ class GroupCoordinator:
             raise
         if self._load_epoch[partition] != epoch:
             return
+        consumer_raw = {k: v[1] for k, v in latest.items() if key_version(k) in KEY_VERSIONS}
+        for k in consumer_raw:
+            del latest[k]
         group_values, offsets = self._decode_latest(latest)
         pending_offsets: dict[str, dict[int, dict[TopicPartition, tuple[int, OffsetValue]]]] = defaultdict(dict)
         for producer_id, entries in open_txns.items():
@@ -247,6 +266,7 @@ class GroupCoordinator:
                 self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
             if len(group) > self.config.max_size:
                 self._prepare_rebalance(group, "freshly loaded group is over group.max.size")
+        loaded += self._load_consumer_groups(consumer_raw, now)
         self._loading.discard(partition)
         self._owned.add(partition)
         # Markers written while the log was being read may lie past where the reader stopped; their completions
@@ -259,6 +279,22 @@ class GroupCoordinator:
             "loaded %d groups from __consumer_offsets-%d (%d records, %d open transactions)",
             loaded, partition, records_read, sum(len(p) for p in pending_offsets.values()),
         )
+
+    def _load_consumer_groups(self, raw: Mapping[bytes, bytes | None], now: int) -> int:
+        try:
+            groups = load_groups(raw)
+        except (SchemaError, UnicodeDecodeError) as exc:
+            log.warning("skipping unreadable consumer group records in __consumer_offsets: %s", exc)
+            return 0
+        for group_id, group in groups.items():
+            self.consumer_groups.groups[group_id] = group
+            self._consumer_written[group_id] = {k: v for k, v in raw.items() if v is not None and _names(k, group_id)}
+            if group_id not in self._groups:
+                self._groups[group_id] = Group(group_id, state_timestamp=now)
+            for member in group.members.values():
+                expire = functools.partial(self._expire_consumer, group, member.member_id, member.session_token)
+                self._schedule(now + self.config.consumer_session_timeout_ms, expire)
+        return len(groups)
 
     @staticmethod
     def _decode_offsets(
@@ -306,6 +342,9 @@ class GroupCoordinator:
         for group_id in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(group_id)
             self._on_group_unloaded(group)
+        for group_id in [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]:
+            del self.consumer_groups.groups[group_id]
+            self._consumer_written.pop(group_id, None)
         for producer_id, group_ids in list(self._producer_groups.items()):
             group_ids -= {g for g in group_ids if self.partition_for(g) == partition}
             if not group_ids:
@@ -332,6 +371,99 @@ class GroupCoordinator:
             return ErrorCode.not_coordinator
         return None
 
+    # --- ConsumerGroupHeartbeat (KIP-848) ------------------------------------------------------------------
+
+    async def consumer_heartbeat(self, req: HeartbeatRequest, topics: TopicsSnapshot) -> HeartbeatResult:
+        """One heartbeat of a consumer-protocol member; a classic group of that id must be empty (it converts).
+        The answer waits until the group's changed records are committed in ``__consumer_offsets``."""
+        error = self._check(req.group_id)
+        if error is not None:
+            return HeartbeatResult(error)
+        self._topics = topics
+        classic = self._groups.get(req.group_id)
+        if (
+            classic is not None
+            and req.group_id not in self.consumer_groups.groups
+            and (classic.members or classic.state not in (GroupState.EMPTY, GroupState.DEAD))
+        ):
+            return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+        result = self.consumer_groups.heartbeat(req, topics, lambda: uuid.uuid4().hex)
+        group = self.consumer_groups.groups.get(req.group_id)
+        if result.error is ErrorCode.none and group is not None:
+            if req.group_id not in self._groups:
+                self._groups[req.group_id] = Group(req.group_id, state_timestamp=self._clock.now_ms())
+            member = group.members.get(result.member_id or "")
+            if member is not None:
+                now = self._clock.now_ms()
+                token = member.session_token = object()
+                deadline = now + self.config.consumer_session_timeout_ms
+                self._schedule(deadline, lambda: self._expire_consumer(group, member.member_id, token))
+                if member.state == "unrevoked_partitions" and member.revocation_deadline is None:
+                    # Kafka's rebalance timeout: a member that does not revoke in time is removed from the group.
+                    member.revocation_deadline = now + member.rebalance_timeout_ms
+                    self._schedule(member.revocation_deadline, lambda: self._revocation_timeout(group, member))
+                elif member.state != "unrevoked_partitions":
+                    member.revocation_deadline = None
+        if group is not None:
+            code = await self._persist_consumer(group)
+            if code is not ErrorCode.none and result.error is ErrorCode.none:
+                return HeartbeatResult(code, "could not store the group's records")
+        return result
+
+    def _consumer_changes(self, group: ConsumerGroupState) -> list[tuple[bytes, bytes | None]]:
+        ids = {name: tid for name, (tid, _) in self._topics.items()}
+        records = group_records(group, ids)
+        written = self._consumer_written.get(group.group_id, {})
+        changes: list[tuple[bytes, bytes | None]] = [(k, None) for k in written if k not in records]
+        changes += [(k, v) for k, v in records.items() if written.get(k) != v]
+        self._consumer_written[group.group_id] = records
+        return changes
+
+    async def _persist_consumer(self, group: ConsumerGroupState) -> ErrorCode:
+        changes = self._consumer_changes(group)
+        if not changes:
+            return ErrorCode.none
+        code = await self._append(self.partition_for(group.group_id), changes)
+        return _GROUP_STORE_ERRORS.get(code, code)
+
+    def _expire_consumer(self, group: ConsumerGroupState, member_id: str, token: object) -> None:
+        member = group.members.get(member_id)
+        current = self.consumer_groups.groups.get(group.group_id) is group
+        if current and member is not None and member.session_token is token:
+            log.info("consumer group %s: member %s session expired", group.group_id, member_id)
+            self.consumer_groups.remove_member(group, member_id, self._topics)
+            self._spawn(self._log_store_error(group))
+
+    def _revocation_timeout(self, group: ConsumerGroupState, member: ConsumerMember) -> None:
+        current = self.consumer_groups.groups.get(group.group_id) is group
+        if current and group.members.get(member.member_id) is member and member.state == "unrevoked_partitions":
+            log.info("consumer group %s: member %s did not revoke within its rebalance timeout",
+                     group.group_id, member.member_id)
+            self.consumer_groups.remove_member(group, member.member_id, self._topics)
+            self._spawn(self._log_store_error(group))
+
+    async def _log_store_error(self, group: ConsumerGroupState) -> None:
+        code = await self._persist_consumer(group)
+        if code is not ErrorCode.none:
+            log.warning("consumer group %s: storing its records failed: %s", group.group_id, code.name)
+
+    async def _drop_consumer_group(self, group: ConsumerGroupState) -> None:
+        """Forget an empty consumer group: tombstones for its records; its committed offsets stay."""
+        del self.consumer_groups.groups[group.group_id]
+        written = self._consumer_written.pop(group.group_id, {})
+        if written:
+            code = await self._append(self.partition_for(group.group_id), [(k, None) for k in written])
+            if code is not ErrorCode.none:
+                log.warning("consumer group %s: tombstones not stored: %s", group.group_id, code.name)
+
+    def consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroupState | None]:
+        """For ConsumerGroupDescribe: GROUP_ID_NOT_FOUND when no consumer group has that id here."""
+        error = self._check(group_id)
+        if error is not None:
+            return error, None
+        group = self.consumer_groups.groups.get(group_id)
+        return (ErrorCode.group_id_not_found, None) if group is None else (ErrorCode.none, group)
+
     # --- JoinGroup ------------------------------------------------------------------------------------------
 
     async def join_group(
@@ -355,6 +487,12 @@ class GroupCoordinator:
             return _join_error(member_id, error)
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
             return _join_error(member_id, ErrorCode.invalid_session_timeout)
+        consumer = self.consumer_groups.groups.get(group_id)
+        if consumer is not None:
+            if consumer.members:
+                return _join_error(member_id, ErrorCode.group_id_not_found)  # "is not a classic group"
+            # An empty consumer-protocol group becomes a classic one (Kafka's downgrade of an empty group).
+            await self._drop_consumer_group(consumer)
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self._groups.get(group_id)
@@ -1008,6 +1146,19 @@ class GroupCoordinator:
         error = self._check(group_id, allow_empty=True)
         if error is not None:
             return all_(error)
+        consumer = self.consumer_groups.groups.get(group_id)
+        if consumer is not None:
+            # Kafka's ConsumerGroup.validateOffsetCommit: epoch -1 commits only while the group has no member.
+            if not (generation_id < 0 and not consumer.members):
+                consumer_member = consumer.members.get(member_id)
+                if consumer_member is None:
+                    return all_(ErrorCode.unknown_member_id)
+                if generation_id != consumer_member.member_epoch:
+                    return all_(ErrorCode.stale_member_epoch)
+            holder = self._groups.get(group_id)
+            if holder is None:
+                holder = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+            return await self._store_offsets(holder, offsets)
         group = self._groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -1206,13 +1357,21 @@ class GroupCoordinator:
             return ErrorCode.coordinator_not_available, []
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return ErrorCode.none, []
         error = ErrorCode.coordinator_load_in_progress if self._loading else ErrorCode.none
-        return error, [
+        consumer = [
+            GroupOverview(g.group_id, "consumer", g.state, "consumer")
+            for g in self.consumer_groups.groups.values()
+            if (not wanted_states or g.state.lower() in wanted_states)
+            and (not wanted_types or "consumer" in wanted_types)
+        ]
+        if wanted_types and "classic" not in wanted_types:
+            return error, consumer
+        return error, consumer + [
             GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
-            if g.state is not GroupState.DEAD and (not wanted_states or g.state.value.lower() in wanted_states)
+            if g.state is not GroupState.DEAD
+            and g.group_id not in self.consumer_groups.groups
+            and (not wanted_states or g.state.value.lower() in wanted_states)
         ]
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary | None]:
@@ -1221,8 +1380,8 @@ class GroupCoordinator:
         if error is not None:
             return error, GroupSummary("", "", "")
         group = self._groups.get(group_id)
-        if group is None:
-            return ErrorCode.none, None
+        if group is None or group_id in self.consumer_groups.groups:
+            return ErrorCode.none, None  # a consumer-protocol group is not a classic group: Kafka says Dead
         if group.state is GroupState.STABLE:
             protocol = group.protocol_name or ""
             members = tuple(
@@ -1465,6 +1624,12 @@ def _control_is_commit(records: Sequence[Any]) -> bool:
         if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
             return bool(_CONTROL_KEY.unpack_from(record.key)[1] == CONTROL_COMMIT)
     return False
+
+
+def _names(raw_key: bytes, group_id: str) -> bool:
+    """Whether a consumer group record's key (versions 3-8: int16 version, then the group id) is ``group_id``'s."""
+    raw = group_id.encode()
+    return raw_key[2:4] == struct.pack(">h", len(raw)) and raw_key[4 : 4 + len(raw)] == raw
 
 
 def _is_offset_key(raw_key: bytes) -> bool:

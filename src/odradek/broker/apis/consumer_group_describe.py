@@ -1,0 +1,78 @@
+"""ConsumerGroupDescribe (key 69), version 0: KIP-848 groups with each member's current and target assignment.
+
+Per group: GROUP_ID_NOT_FOUND when no consumer-protocol group has that id (a classic group included, as Kafka
+answers), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as for other group APIs. Authorized operations are not
+computed (no ACLs), so the field keeps its "not requested" value.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.group.consumer_group import Partitions
+
+API_KEY = 69
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    topics = ctx.services.metadata.topics
+    tp_cls = nested(ctx, "TopicPartitions")
+    assignment_cls = nested(ctx, "Assignment")
+    member_cls = nested(ctx, "Member")
+    group_cls = nested(ctx, "DescribedGroup")
+
+    def assignment(parts: Partitions) -> Any:
+        return assignment_cls(
+            topic_partitions=tuple(
+                tp_cls(topic_id=topics[t].topic_id, topic_name=t, partitions=tuple(sorted(ps)))
+                for t, ps in sorted(parts.items())
+                if t in topics
+            )
+        )
+
+    described = []
+    for group_id in request.group_ids:
+        error, group = ctx.services.groups.consumer_group(group_id)
+        if group is None:
+            described.append(
+                group_cls(
+                    error_code=error,
+                    group_id=group_id,
+                    group_state="Dead",
+                    group_epoch=-1,
+                    assignment_epoch=-1,
+                    assignor_name="",
+                    members=(),
+                )
+            )
+            continue
+        described.append(
+            group_cls(
+                error_code=error,
+                group_id=group_id,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.assignor_name,
+                members=tuple(
+                    member_cls(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=m.subscribed_names,
+                        subscribed_topic_regex=m.subscribed_regex,
+                        assignment=assignment(m.assigned),
+                        target_assignment=assignment(group.target.get(m.member_id, {})),
+                    )
+                    for m in group.members.values()
+                ),
+            )
+        )
+    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(described))
