@@ -77,7 +77,8 @@ class Partition:
         return self.leader_id == self.broker_id
 
     def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], zk_version: int = -1) -> None:
-        if not self.is_leader or leader_epoch != self.leader_epoch or self.epoch_start_offset is None:
+        new_epoch = leader_epoch != self.leader_epoch
+        if not self.is_leader or new_epoch or self.epoch_start_offset is None:
             self.epoch_start_offset = self.log.log_end_offset
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
@@ -90,6 +91,10 @@ class Partition:
         self.followers = {r: FollowerState(0, now, now) for r in replicas if r != self.broker_id}
         if self.log.latest_epoch < leader_epoch:
             self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
+        if new_epoch:
+            # fetches parked under the old epoch re-check now: theirs is fenced (Kafka completes DelayedFetch on
+            # a leader change), instead of holding a follower until its wait runs out
+            self._wake_fetches()
         self.maybe_advance_hw()
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
@@ -243,6 +248,13 @@ class Partition:
 
     # --- waiting on the high watermark --------------------------------------------------------------------------
 
+    def _wake_fetches(self) -> None:
+        for fut in (*self._data_waiters, *self._stable_waiters):
+            if not fut.done():
+                fut.set_result(None)
+        self._data_waiters.clear()
+        self._stable_waiters.clear()
+
     def _wake(self, hw: int) -> None:
         for fut in self._data_waiters:
             if not fut.done():
@@ -305,11 +317,7 @@ class Partition:
 
     def fail_waiters(self) -> None:
         """Wake everyone on leadership loss or deletion; they re-check and see the new state."""
-        for fut in (*self._data_waiters, *self._stable_waiters):
-            if not fut.done():
-                fut.set_result(None)
-        self._data_waiters.clear()
-        self._stable_waiters.clear()
+        self._wake_fetches()
         for _offset, fut in self._hw_waiters:
             if not fut.done():
                 fut.set_exception(KafkaError(ErrorCode.not_leader_or_follower))
