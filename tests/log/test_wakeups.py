@@ -21,11 +21,15 @@ from odradek.errors import KafkaError
 LONG_S = 3600.0
 
 
-def parked(part: Partition, *more: Partition) -> asyncio.Future[None]:
-    """A fetch request's single future, registered on every partition it reads (as apis/fetch.py does)."""
+def parked(part: Partition, *more: Partition, consumer: bool = False) -> asyncio.Future[None]:
+    """A fetch request's single future, registered on every partition it reads (as apis/fetch.py does): a
+    follower's waits for data, a consumer's for the high watermark."""
     fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     for p in (part, *more):
-        p.add_data_waiter(fut)
+        if consumer:
+            p.add_visible_waiter(fut)
+        else:
+            p.add_data_waiter(fut)
     return fut
 
 
@@ -55,6 +59,17 @@ def test_a_hw_already_reached_before_the_produce_waits_answers_at_once(open_log,
     asyncio.run(main())
 
 
+def test_a_follower_outside_the_isr_wakes_on_an_append_that_moves_the_hw(open_log, clock):
+    async def main() -> None:
+        part, _ = leader(open_log, clock, [1, 2], isr=[1])
+        fetch = parked(part)
+        append(part, 1)
+        assert part.high_watermark == 1
+        await until(fetch.done, "the catching-up follower's fetch woke")
+
+    asyncio.run(main())
+
+
 def test_a_parked_follower_fetch_wakes_on_an_append_that_does_not_move_the_hw(open_log, clock):
     async def main() -> None:
         part, _ = leader(open_log, clock, [1, 2, 3])
@@ -70,8 +85,11 @@ def test_a_parked_consumer_fetch_wakes_when_a_follower_fetch_alone_moves_the_hw(
     async def main() -> None:
         part, _ = leader(open_log, clock, [1, 2])
         append(part, 1)
-        consumer = parked(part)  # registered after the append: only the HW move can wake it now
-        part.record_follower_fetch(2, 1)
+        consumer = parked(part, consumer=True)
+        append(part, 1)
+        await asyncio.sleep(0)
+        assert not consumer.done(), "an append the follower has not replicated shows the consumer nothing"
+        part.record_follower_fetch(2, 2)  # a follower fetch with no data in its answer moves the HW
         await until(consumer.done, "the consumer fetch woke on the HW move")
 
     asyncio.run(main())
@@ -82,11 +100,11 @@ def test_one_partition_of_a_multi_partition_fetch_wakes_the_whole_request(open_l
         first, _ = leader(open_log, clock, [1])
         other = Partition("other", 0, PartitionLog(tmp_path / "other-0", LogConfig(), clock), broker_id=1, clock=clock)
         other.make_leader(leader_epoch=0, replicas=[1], isr=[1])
-        fetch = parked(first, other)
-        append(other, 1)
-        await until(fetch.done, "an append to the second partition woke the request")
-        first.remove_data_waiter(fetch)
-        other.remove_data_waiter(fetch)
+        fetch = parked(first, other, consumer=True)
+        append(other, 1)  # RF 1: the append moves the HW at once
+        await until(fetch.done, "the second partition's HW move woke the request")
+        first.remove_visible_waiter(fetch)
+        other.remove_visible_waiter(fetch)
         append(first, 1)  # the request's future is gone from both partitions: nothing left to wake twice
 
     asyncio.run(main())
@@ -113,8 +131,9 @@ def test_a_new_leader_epoch_wakes_fetches_parked_under_the_old_one(open_log, clo
     async def main() -> None:
         part, _ = leader(open_log, clock, [1, 2])
         fetch = parked(part)
+        consumer = parked(part, consumer=True)
         part.make_leader(leader_epoch=1, replicas=[1, 2], isr=[1, 2])  # still the leader, a new epoch
-        await until(fetch.done, "the fetch re-checks its epoch")
+        await until(lambda: fetch.done() and consumer.done(), "the fetches re-check their epoch")
 
     asyncio.run(main())
 
@@ -124,12 +143,13 @@ def test_losing_leadership_wakes_fetches_and_fails_produces(open_log, clock):
         part, _ = leader(open_log, clock, [1, 2])
         append(part, 1)
         fetch = parked(part)
+        consumer = parked(part, consumer=True)
         stable: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         part.add_stable_waiter(stable, part.last_stable_offset)
         ack = asyncio.ensure_future(part.wait_for_hw(1, LONG_S))
         await asyncio.sleep(0)
         part.make_follower(leader_id=2, leader_epoch=1, replicas=[1, 2], isr=[1, 2])
-        await until(lambda: fetch.done() and stable.done() and ack.done(), "every waiter woke")
+        await until(lambda: fetch.done() and consumer.done() and stable.done() and ack.done(), "every waiter woke")
         assert isinstance(ack.exception(), KafkaError)
 
     asyncio.run(main())

@@ -64,7 +64,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.isr_writer: IsrWriter | None = None
         self._isr_change_pending = False
-        self._data_waiters: set[asyncio.Future[None]] = set()
+        self._data_waiters: set[asyncio.Future[None]] = set()  # follower fetches: woken by appends
+        self._visible_waiters: set[asyncio.Future[None]] = set()  # consumer fetches: woken by the HW moving
         self._stable_waiters: dict[asyncio.Future[None], int] = {}  # READ_COMMITTED fetch -> the LSO it saw
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
 
@@ -179,8 +180,8 @@ class Partition:
         """Append in this leader epoch, then move the high watermark or wake followers waiting for data.
         ``origin`` is ORIGIN_COORDINATOR for the group coordinator's own (transactional offset) batches."""
         result = self.log.append_as_leader(records, headers, self.leader_epoch, now_ms, origin)
-        if not self.maybe_advance_hw():
-            self.notify_follower_data()
+        self.notify_follower_data()
+        self.maybe_advance_hw()
         return result
 
     def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> int:
@@ -192,8 +193,8 @@ class Partition:
                              f"broker {self.broker_id} is not the leader of {self.name}")
         offset = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch,
                                         self.clock.now_ms())
-        if not self.maybe_advance_hw():
-            self.notify_follower_data()
+        self.notify_follower_data()
+        self.maybe_advance_hw()
         return offset
 
     def _caught_up_for_isr(self, fetch_offset: int) -> bool:
@@ -249,17 +250,20 @@ class Partition:
     # --- waiting on the high watermark --------------------------------------------------------------------------
 
     def _wake_fetches(self) -> None:
-        for fut in (*self._data_waiters, *self._stable_waiters):
+        for fut in (*self._data_waiters, *self._visible_waiters, *self._stable_waiters):
             if not fut.done():
                 fut.set_result(None)
         self._data_waiters.clear()
+        self._visible_waiters.clear()
         self._stable_waiters.clear()
 
     def _wake(self, hw: int) -> None:
-        for fut in self._data_waiters:
+        """The high watermark moved: consumers' fetches (and acks=all produces) have something new. Followers'
+        fetches are not woken here: an append already woke them, and a HW move alone gives them no data."""
+        for fut in self._visible_waiters:
             if not fut.done():
                 fut.set_result(None)
-        self._data_waiters.clear()
+        self._visible_waiters.clear()
         if self._stable_waiters:
             lso = self.log.last_stable_offset
             for fut, seen in list(self._stable_waiters.items()):
@@ -278,7 +282,8 @@ class Partition:
         self._hw_waiters = still
 
     def notify_follower_data(self) -> None:
-        """Followers' fetch waiters (replica fetches read to the log end) wake on every append."""
+        """Followers' fetch waiters (replica fetches read to the log end) wake on every append, before the high
+        watermark is recomputed, so a follower outside the ISR is woken even when the append moves the HW."""
         for fut in self._data_waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -289,6 +294,14 @@ class Partition:
 
     def remove_data_waiter(self, fut: asyncio.Future[None]) -> None:
         self._data_waiters.discard(fut)
+
+    def add_visible_waiter(self, fut: asyncio.Future[None]) -> None:
+        """A READ_UNCOMMITTED consumer fetch: it reads to the high watermark, so only the HW moving wakes it (an
+        append that no follower has replicated yet would only make it re-read nothing, Kafka's DelayedFetch)."""
+        self._visible_waiters.add(fut)
+
+    def remove_visible_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._visible_waiters.discard(fut)
 
     def add_stable_waiter(self, fut: asyncio.Future[None], seen_lso: int) -> None:
         """A READ_COMMITTED fetch that read up to ``seen_lso``: woken when the last stable offset moves (it moves
