@@ -76,6 +76,11 @@ def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | 
         writer.write(pending)
 
 
+PRODUCE_KEY = 0
+PARKED = object()
+"""What :meth:`Connection._produce` returns for a produce whose response an in-order writer sends later."""
+
+
 class Listener(Protocol):
     """What a connection needs of the listener that accepted it: whether it may serve yet, or still."""
 
@@ -94,6 +99,7 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
+        self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
 
     async def serve(self) -> None:
         max_bytes = self.services.config["socket.request.max.bytes"]
@@ -123,12 +129,20 @@ class Connection:
                     log.info("connection %s closed mid-request (%d of %d bytes)", self.peer, len(exc.partial), size)
                     return
                 started = time.perf_counter()
-                out = await self.dispatch(frame)
+                key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
+                if key == PRODUCE_KEY:
+                    out = await self._produce(frame, started)
+                    if out is PARKED:
+                        continue
+                else:
+                    out = await self.dispatch(frame)
+                if self._tail is not None:
+                    await self._tail  # an earlier produce still waits for replication: responses leave in order
                 if out:
-                    write_chunks(self.writer, out)
+                    write_chunks(self.writer, out)  # type: ignore[arg-type]
                     await self.writer.drain()
-                if len(frame) >= 2:
-                    stats.request_done(int.from_bytes(frame[:2], "big"), (time.perf_counter() - started) * 1000)
+                if key >= 0:
+                    stats.request_done(key, (time.perf_counter() - started) * 1000)
         except FrameError as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):
@@ -136,9 +150,47 @@ class Connection:
         except Exception:
             log.exception("closing connection %s after an unexpected error", self.peer)
         finally:
+            if self._tail is not None and not self._tail.done():
+                self._tail.cancel()
             self.writer.close()
 
-    async def dispatch(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
+    async def _produce(self, frame: bytes, started: float) -> Any:
+        """Run a Produce; once its appends are done and it only waits for replication (acks=all), hand its response
+        to an in-order writer and return PARKED, so the next request is read while replication goes on. Kafka
+        mutes a connection for the whole request; here the appends still happen strictly in request order (the
+        next request is read only after this one appended), but one replication round covers every request a
+        pipelining producer (librdkafka's max.in.flight) has queued, instead of one round per request."""
+        replicating = asyncio.Event()
+        task = asyncio.ensure_future(self.dispatch(frame, replicating))
+        signal = asyncio.ensure_future(replicating.wait())
+        try:
+            await asyncio.wait([task, signal], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signal.cancel()
+        if task.done():
+            return task.result()
+        self._tail = asyncio.ensure_future(self._write_after(self._tail, task, started))
+        return PARKED
+
+    async def _write_after(self, previous: asyncio.Future[None] | None, task: asyncio.Future[Any],
+                           started: float) -> None:
+        try:
+            if previous is not None:
+                await previous
+            out = await task
+            if out:
+                write_chunks(self.writer, out)
+                await self.writer.drain()
+            self.services.stats.request_done(PRODUCE_KEY, (time.perf_counter() - started) * 1000)
+        except (ConnectionError, asyncio.CancelledError):
+            task.cancel()
+            self.writer.close()
+        except Exception:
+            log.exception("closing connection %s after an unexpected error", self.peer)
+            self.writer.close()
+
+    async def dispatch(self, frame: bytes, replicating: asyncio.Event | None = None,
+                       ) -> list[bytes | bytearray | memoryview] | None:
         key, version, correlation_id = peek_key_version(frame)
         apis = self.services.apis
         api = apis.get(key)
@@ -161,7 +213,8 @@ class Connection:
         except WireFormatError as exc:
             raise FrameError(f"malformed request header: {exc}") from exc
         request = decode_body(frame, schema, body_offset)
-        ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host)
+        ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host,
+                             replicating)
         try:
             response = await api.handle(ctx, request)
         except (TypeError, AttributeError, ValueError) as exc:

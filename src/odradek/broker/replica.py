@@ -66,7 +66,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.isr_writer: IsrWriter | None = None
         self._isr_change_pending = False
-        self._data_waiters: set[asyncio.Future[None]] = set()
+        self._data_waiters: set[asyncio.Future[None]] = set()  # follower fetches: woken by appends
+        self._visible_waiters: set[asyncio.Future[None]] = set()  # consumer fetches: woken by the HW moving
         self._stable_waiters: dict[asyncio.Future[None], int] = {}  # READ_COMMITTED fetch -> the LSO it saw
         self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
 
@@ -79,7 +80,8 @@ class Partition:
         return self.leader_id == self.broker_id
 
     def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], zk_version: int = -1) -> None:
-        if not self.is_leader or leader_epoch != self.leader_epoch or self.epoch_start_offset is None:
+        new_epoch = leader_epoch != self.leader_epoch
+        if not self.is_leader or new_epoch or self.epoch_start_offset is None:
             self.epoch_start_offset = self.log.log_end_offset
         self.leader_id = self.broker_id
         self.leader_epoch = leader_epoch
@@ -92,6 +94,10 @@ class Partition:
         self.followers = {r: FollowerState(0, now, now) for r in replicas if r != self.broker_id}
         if self.log.latest_epoch < leader_epoch:
             self.log.assign_epoch(leader_epoch, self.log.log_end_offset)
+        if new_epoch:
+            # fetches parked under the old epoch re-check now: theirs is fenced (Kafka completes DelayedFetch on
+            # a leader change), instead of holding a follower until its wait runs out
+            self._wake_fetches()
         self.maybe_advance_hw()
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
@@ -187,8 +193,8 @@ class Partition:
         """Append in this leader epoch, then move the high watermark or wake followers waiting for data.
         ``origin`` is ORIGIN_COORDINATOR for the group coordinator's own (transactional offset) batches."""
         result = self.log.append_as_leader(records, headers, self.leader_epoch, now_ms, origin)
-        if not self.maybe_advance_hw():
-            self.notify_follower_data()
+        self.notify_follower_data()
+        self.maybe_advance_hw()
         return result
 
     def write_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool) -> int:
@@ -200,8 +206,8 @@ class Partition:
                              f"broker {self.broker_id} is not the leader of {self.name}")
         offset = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit, self.leader_epoch,
                                         self.clock.now_ms())
-        if not self.maybe_advance_hw():
-            self.notify_follower_data()
+        self.notify_follower_data()
+        self.maybe_advance_hw()
         return offset
 
     def _caught_up_for_isr(self, fetch_offset: int) -> bool:
@@ -256,11 +262,21 @@ class Partition:
 
     # --- waiting on the high watermark --------------------------------------------------------------------------
 
-    def _wake(self, hw: int) -> None:
-        for fut in self._data_waiters:
+    def _wake_fetches(self) -> None:
+        for fut in (*self._data_waiters, *self._visible_waiters, *self._stable_waiters):
             if not fut.done():
                 fut.set_result(None)
         self._data_waiters.clear()
+        self._visible_waiters.clear()
+        self._stable_waiters.clear()
+
+    def _wake(self, hw: int) -> None:
+        """The high watermark moved: consumers' fetches (and acks=all produces) have something new. Followers'
+        fetches are not woken here: an append already woke them, and a HW move alone gives them no data."""
+        for fut in self._visible_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._visible_waiters.clear()
         if self._stable_waiters:
             lso = self.log.last_stable_offset
             for fut, seen in list(self._stable_waiters.items()):
@@ -279,7 +295,8 @@ class Partition:
         self._hw_waiters = still
 
     def notify_follower_data(self) -> None:
-        """Followers' fetch waiters (replica fetches read to the log end) wake on every append."""
+        """Followers' fetch waiters (replica fetches read to the log end) wake on every append, before the high
+        watermark is recomputed, so a follower outside the ISR is woken even when the append moves the HW."""
         for fut in self._data_waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -290,6 +307,14 @@ class Partition:
 
     def remove_data_waiter(self, fut: asyncio.Future[None]) -> None:
         self._data_waiters.discard(fut)
+
+    def add_visible_waiter(self, fut: asyncio.Future[None]) -> None:
+        """A READ_UNCOMMITTED consumer fetch: it reads to the high watermark, so only the HW moving wakes it (an
+        append that no follower has replicated yet would only make it re-read nothing, Kafka's DelayedFetch)."""
+        self._visible_waiters.add(fut)
+
+    def remove_visible_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._visible_waiters.discard(fut)
 
     def add_stable_waiter(self, fut: asyncio.Future[None], seen_lso: int) -> None:
         """A READ_COMMITTED fetch that read up to ``seen_lso``: woken when the last stable offset moves (it moves
@@ -318,11 +343,7 @@ class Partition:
 
     def fail_waiters(self) -> None:
         """Wake everyone on leadership loss or deletion; they re-check and see the new state."""
-        for fut in (*self._data_waiters, *self._stable_waiters):
-            if not fut.done():
-                fut.set_result(None)
-        self._data_waiters.clear()
-        self._stable_waiters.clear()
+        self._wake_fetches()
         for _offset, fut in self._hw_waiters:
             if not fut.done():
                 fut.set_exception(KafkaError(ErrorCode.not_leader_or_follower))

@@ -46,6 +46,10 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
+    # Set by a Produce handler once its appends are done and only the wait for replication remains: the connection
+    # may then read and run the client's next request, so one replication round acknowledges every request queued
+    # behind it (responses still leave in order).
+    replicating: asyncio.Event | None = None
 
     @property
     def response_class(self) -> type[Any]:

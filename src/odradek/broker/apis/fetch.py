@@ -4,9 +4,11 @@ Consumers read whole batches up to the high watermark; a follower (replica id >=
 fetch offset tells the leader how far it has replicated. The request's ``max_bytes`` and each partition's
 ``partition_max_bytes`` bound the response, except that the first batch of the first partition with data is always
 returned whole (KIP-74), so one oversized batch can never stall a consumer. If fewer than ``min_bytes`` are
-available, the request waits until an append makes enough data visible or ``max_wait_ms`` passes: appends wake it,
-nothing polls. ``isolation_level`` 1 (READ_COMMITTED) reads only below the last stable offset and returns, per
-partition, the aborted transactions overlapping the returned range (from the partition's ``.txnindex`` files, as
+available, the request waits until enough data is there or ``max_wait_ms`` passes, woken, never polling: a
+follower's fetch by any append (or a leader change), a consumer's by the high watermark moving (Kafka's
+DelayedFetch); one partition's event wakes the whole request, which re-reads every partition.
+``isolation_level`` 1 (READ_COMMITTED) reads only below the last stable offset and returns, per partition, the
+aborted transactions overlapping the returned range (from the partition's ``.txnindex`` files, as
 Kafka's collectAbortedTxns), which the consumer uses to drop aborted records; such a fetch waits for the last
 stable offset to move (a marker replicated), not for every append. READ_UNCOMMITTED answers a null aborted list.
 Every response carries the last stable offset. Incremental fetch sessions (KIP-227) are not created: the session
@@ -69,8 +71,10 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         for p, seen_lso in parts:
             if committed:
                 p.add_stable_waiter(woken, seen_lso)
-            else:
+            elif replica_id >= 0:
                 p.add_data_waiter(woken)
+            else:
+                p.add_visible_waiter(woken)
         try:
             await asyncio.wait_for(woken, remaining)
         except TimeoutError:
@@ -79,8 +83,10 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             for p, _ in parts:
                 if committed:
                     p.remove_stable_waiter(woken)
-                else:
+                elif replica_id >= 0:
                     p.remove_data_waiter(woken)
+                else:
+                    p.remove_visible_waiter(woken)
     for topic_id, partitions in unknown_ids:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])

@@ -109,6 +109,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
         except KafkaError as exc:
             _refuse(result, item.topic, index, exc)
     if waits:
+        if ctx.replicating is not None:
+            ctx.replicating.set()
         await asyncio.gather(*(_await_replication(r, p, offset, timeout_s) for r, p, offset in waits))
     if acks == 0:
         return None

@@ -1,0 +1,133 @@
+"""Ack and end-to-end latency as a user sees them (issue 11): confluent-kafka, 1 KiB records paced at 500 msg/s.
+
+Starts ``odradek up --brokers 3`` as a subprocess (port 0, ready file), then for each case (acks=all on an RF 3
+topic; acks=1 on an RF 1 topic) produces with ``linger.ms=0`` while a consumer (``fetch.wait.max.ms=100``) reads
+the same topic, and prints the ack latency (send to delivery callback) and the end-to-end latency (send to the
+consumer's receipt; the send time travels in the record) as p50/p90/p99/max.
+
+    PYTHONPATH=src .venv/bin/python bench/latency.py [--rate 500] [--seconds 10] [--src DIR]
+
+``--src`` runs the broker from another checkout's ``src`` (a ``git worktree`` of a base commit), so before and
+after can be measured in one invocation: ``--src /tmp/lat-base/src --src src``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+RECORD = 1024
+
+
+@contextmanager
+def cluster(src: str | None) -> Iterator[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        ready = Path(tmp, "ready")
+        env = dict(os.environ)
+        # the broker runs in a temporary directory: a relative path would fall back to whatever is installed
+        env["PYTHONPATH"] = str(Path(src).resolve() if src else Path(__file__).resolve().parents[1] / "src")
+        cmd = [sys.executable, "-m", "odradek", "up", "--brokers", "3", "--port", "0", "--data-dir",
+               f"{tmp}/data", "--ready-file", str(ready), "--log-level", "WARNING"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env, cwd=tmp)
+        try:
+            deadline = time.monotonic() + 60
+            while not ready.exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("odradek did not start")
+                time.sleep(0.05)
+            yield ready.read_text().split()[0].split("=", 1)[1]
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
+
+
+def run_case(bootstrap: str, topic: str, rf: int, acks: str, rate: int, seconds: float) -> dict[str, float]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
+                         "fetch.wait.max.ms": 100, "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    # warm up: metadata, the group join and the first fetch, so the measured records see the steady state
+    producer.produce(topic, b"warm")
+    producer.flush(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            break
+    acks_ms: list[float] = []
+    e2e_ms: list[float] = []
+    total = int(rate * seconds)
+    done = threading.Event()
+
+    def reader() -> None:
+        while len(e2e_ms) < total and not done.is_set():
+            m = consumer.poll(0.2)
+            if m is None or m.error():
+                continue
+            value = m.value()
+            if value and len(value) == RECORD:
+                e2e_ms.append((time.perf_counter() - struct.unpack_from("d", value)[0]) * 1000)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    pad = b"x" * (RECORD - 8)
+    start = time.perf_counter()
+    for i in range(total):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            producer.poll(max(0.0, min(due - now, 0.001)))
+        sent = time.perf_counter()
+        producer.produce(topic, struct.pack("d", sent) + pad,
+                         on_delivery=lambda err, _m, s=sent: err is None and acks_ms.append(
+                             (time.perf_counter() - s) * 1000))
+        producer.poll(0)
+    producer.flush(30)
+    t.join(30)
+    done.set()
+    consumer.close()
+    return {"ack_p50": pct(acks_ms, .5), "ack_p90": pct(acks_ms, .9), "ack_p99": pct(acks_ms, .99),
+            "ack_max": max(acks_ms, default=float("nan")), "e2e_p50": pct(e2e_ms, .5), "e2e_p99": pct(e2e_ms, .99),
+            "e2e_max": max(e2e_ms, default=float("nan")), "acked": len(acks_ms), "received": len(e2e_ms)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", type=int, default=500)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--src", action="append", help="run the broker from this src dir (repeatable)")
+    args = ap.parse_args()
+    for src in args.src or [None]:
+        print(f"# broker from {src or 'this checkout'}: {args.rate} msg/s of {RECORD} B for {args.seconds} s")
+        with cluster(src) as bootstrap:
+            for name, rf, acks in (("rf3-acks-all", 3, "all"), ("rf1-acks-1", 1, "1")):
+                r = run_case(bootstrap, f"lat-{name}", rf, acks, args.rate, args.seconds)
+                print(f"{name:14} ack p50 {r['ack_p50']:.2f} p90 {r['ack_p90']:.2f} p99 {r['ack_p99']:.2f} "
+                      f"max {r['ack_max']:.2f} ms | e2e p50 {r['e2e_p50']:.2f} p99 {r['e2e_p99']:.2f} "
+                      f"max {r['e2e_max']:.2f} ms | {r['acked']:.0f} acked {r['received']:.0f} received",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
