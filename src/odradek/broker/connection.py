@@ -79,6 +79,9 @@ def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | 
 PRODUCE_KEY = 0
 PARKED = object()
 """What :meth:`Connection._produce` returns for a produce whose response an in-order writer sends later."""
+MAX_PARKED_PRODUCES = 100
+"""Produces of one connection waiting for replication at once; past it the connection reads nothing more until they
+are answered (librdkafka's max.in.flight is 1,000,000 without idempotence: TCP back-pressure takes over here)."""
 
 
 class Listener(Protocol):
@@ -100,6 +103,7 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
         self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
+        self._parked = 0
 
     async def serve(self) -> None:
         max_bytes = self.services.config["socket.request.max.bytes"]
@@ -133,6 +137,8 @@ class Connection:
                 if key == PRODUCE_KEY:
                     out = await self._produce(frame, started)
                     if out is PARKED:
+                        if self._parked >= MAX_PARKED_PRODUCES and self._tail is not None:
+                            await self._tail
                         continue
                 else:
                     out = await self.dispatch(frame)
@@ -169,6 +175,7 @@ class Connection:
             signal.cancel()
         if task.done():
             return task.result()
+        self._parked += 1
         self._tail = asyncio.ensure_future(self._write_after(self._tail, task, started))
         return PARKED
 
@@ -188,6 +195,8 @@ class Connection:
         except Exception:
             log.exception("closing connection %s after an unexpected error", self.peer)
             self.writer.close()
+        finally:
+            self._parked -= 1
 
     async def dispatch(self, frame: bytes, replicating: asyncio.Event | None = None,
                        ) -> list[bytes | bytearray | memoryview] | None:
