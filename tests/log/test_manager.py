@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from logtest_helpers import T0, batch, read_all
 
-from odradek.broker.log import checkpoint
+from odradek.broker.log import checkpoint, producer_state
 from odradek.broker.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_FILE,
@@ -182,3 +182,27 @@ def test_compaction_checks_back_off_between_ticks(tmp_path, clock):
     manager.tick(clock.now_ms())
     assert len(read_all(plog)) < before
     manager.close()
+
+
+def test_a_clean_stop_rewrites_only_dirty_logs(tmp_path, clock):
+    """Closing thousands of logs must not fsync idle ones: a log with nothing appended since its last close keeps
+    its producer snapshot file (same inode), a written one gets a new snapshot at its new LEO."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    _fill(manager, "idle", 0, 2)
+    _fill(manager, "busy", 0, 2)
+    manager.close()
+    idle_snapshot = producer_state.snapshot_path(tmp_path / "idle-0", 2)
+    inode = idle_snapshot.stat().st_ino
+
+    again = LogManager(tmp_path, clock)
+    again.load()
+    busy = again.get("busy", 0)
+    assert busy is not None
+    buf, headers = batch(1)
+    busy.append_as_leader(buf, headers, 0, T0)
+    again.close()
+    assert idle_snapshot.stat().st_ino == inode
+    assert producer_state.snapshot_path(tmp_path / "busy-0", 3).exists()
+    assert checkpoint.read_offsets(tmp_path / RECOVERY_POINT_FILE) == {("busy", 0): 3, ("idle", 0): 2}
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()

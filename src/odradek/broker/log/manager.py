@@ -40,6 +40,7 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+CLOSE_THREADS = 32  # concurrent log closes on a clean stop
 META_PROPERTIES = "meta.properties"
 DELETE_SUFFIX = "-delete"
 CLEANER_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms: how often a compacted log is looked at
@@ -562,18 +563,26 @@ class LogManager:
         for pool in (self._cleaner_pool, self._flusher_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
-        clean = True
-        for tp, plog in list(self._logs.items()):
-            topic, partition = tp
-            try:
-                plog.close()
-            except KafkaError as exc:
-                clean = False
-                log.error("closing %s-%d failed: %s", topic, partition, exc)
-            clean = clean and not plog.offline
+        logs = list(self._logs.items())
+        # fsyncs release the GIL and the disk takes many at once: closing logs in parallel is what lets a
+        # broker with 10,000 logs stop in seconds rather than one fsync after another.
+        with concurrent.futures.ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="log-close") as pool:
+            closed = list(pool.map(_close_log, logs))
+        clean = all(closed)
         self.checkpoint()
         if clean and self._loaded:
             for directory in self.log_dirs:
                 if directory not in self.offline_dirs:
                     checkpoint.write_atomically(directory / CLEAN_SHUTDOWN_FILE, "")
         self._logs.clear()
+
+
+def _close_log(item: tuple[tuple[str, int], PartitionLog]) -> bool:
+    """Close one log; True when it closed cleanly (a failure takes it offline and says so)."""
+    (topic, partition), plog = item
+    try:
+        plog.close()
+    except KafkaError as exc:
+        log.error("closing %s-%d failed: %s", topic, partition, exc)
+        return False
+    return not plog.offline

@@ -994,12 +994,21 @@ class PartitionLog:
     # --- lifecycle ------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush, snapshot producer state at the LEO and release file descriptors."""
+        """Flush, snapshot producer state at the LEO and release file descriptors.
+
+        Only what is dirty is written, so that a broker with thousands of idle logs stops quickly: the flush
+        when anything is unflushed, the snapshot when none exists at the LEO yet (Kafka's takeSnapshot skips
+        an offset it already has a snapshot for; producer state changes only with the offset, or by expiry,
+        which the next load redoes).
+        """
         with self._lock:
             if not self._offline:
-                self._flush()
+                if self._pending_flush or self._active.unflushed or self._recovery_point < self.log_end_offset:
+                    self._flush()
                 with self._disk("close"):
-                    producer_state.write_snapshot(self.directory, self._producers, self.log_end_offset)
+                    leo = self.log_end_offset
+                    if not producer_state.snapshot_path(self.directory, leo).exists():
+                        producer_state.write_snapshot(self.directory, self._producers, leo)
             for segment in self._segments:
                 segment.close()
 
