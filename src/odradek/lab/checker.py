@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = [
     "ACKS_ALL_IDEMPOTENT", "ACKS_ONE", "EXACTLY_ONCE", "Ack", "Assignment", "Commit", "FaultWindow", "History", "Read",
@@ -33,6 +33,7 @@ __all__ = [
 
 
 LEAD_S, TRAIL_S = 1.0, 5.0  # how far before a fault and after its heal a loss is attributed to it
+TXN_GAP_S = 3.0  # a transform committing nothing this long is unavailable (its transactions are bursty)
 
 
 @dataclass(frozen=True)
@@ -346,8 +347,14 @@ def _check_transform(h: History, topic: str, source: str, gap_s: float) -> Topic
         elif at.get((r.partition, r.offset)) != r.value:
             report.vanished_reads.append(f"{r.consumer} read {r.value!r} at {r.partition}/{r.offset}; the log now "
                                          f"holds {at.get((r.partition, r.offset))!r}")
-    report.unavailable = unavailability(acks, h.partitions[topic], gap_s)
+    report.unavailable = unavailability(_as_one(acks), 1, max(gap_s, TXN_GAP_S))
     return report
+
+
+def _as_one(acks: list[Ack]) -> list[Ack]:
+    """A stage's commits as one stream: a transaction takes what one consume returns, often one partition's
+    records, so a partition without a commit for a while says nothing about the stage's availability."""
+    return [replace(a, partition=0) for a in acks]
 
 
 def unavailability(acks: list[Ack], partitions: int, gap_s: float) -> list[Window]:
@@ -415,5 +422,7 @@ def offsets_backwards(h: History) -> list[str]:
 def check(h: History, gap_s: float = 1.0) -> Report:
     topics = [_check_transform(h, t, h.transforms[t], gap_s) if t in h.transforms else _check_topic(h, t, gap_s)
               for t in sorted(h.semantics)]
-    recs = {t: recoveries([a for a in h.acks if a.topic == t], h.partitions[t], h.faults) for t in sorted(h.semantics)}
+    recs = {t: recoveries([a for a in h.acks if a.topic == t], h.partitions[t], h.faults) for t in sorted(h.semantics)
+            if t not in h.transforms}
+    recs |= {t: recoveries(_as_one([a for a in h.acks if a.topic == t]), 1, h.faults) for t in h.transforms}
     return Report(topics, offsets_backwards(h), recs)
