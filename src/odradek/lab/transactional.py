@@ -41,7 +41,7 @@ class _Abandoned(Exception):
 
 class TransformStage:
     def __init__(self, bootstrap: str, source: str, output: str, partitions: int, history: History, *,
-                 transactional_id: str = "lab-transform", group: str = "lab-transform", per_txn: int = 20,
+                 transactional_id: str = "lab-transform", group: str = "lab-transform", per_txn: int = 100,
                  abort_every: int = 5, stall_s: float = 45.0, say: Callable[[str], None] = print) -> None:
         self.bootstrap = bootstrap
         self.source = source
