@@ -209,8 +209,9 @@ class Report:
     def format(self, started: float = 0.0) -> str:
         lines = []
         for t in self.topics:
+            readers = "read under read_committed" if t.semantics.read_committed else "read by the group"
             lines.append(f"{t.topic} [{t.semantics.name}]: {t.acked} acknowledged, {t.failed_sends} sends failed, "
-                         f"{t.in_log} in the log, {t.reads} read by the group; lost {len(t.lost)}, moved "
+                         f"{t.in_log} in the log, {t.reads} {readers}; lost {len(t.lost)}, moved "
                          f"{len(t.moved)}, duplicates {len(t.duplicates)}, order violations "
                          f"{len(t.order_violations)}, reads vanished {len(t.vanished_reads)}")
             if t.semantics.read_committed:
