@@ -316,7 +316,6 @@ class Broker:
                 held = noise.check(type(exc).__name__)
                 if held is not None:
                     more = f" ({held} more since the last such line)" if held else ""
-                    log.warning("broker %d background tick: ZooKeeper %s: %s%s", self.broker_id,
-                                type(exc).__name__, exc, more)
+                    log.warning("broker %d background tick: ZooKeeper unreachable (%s)%s", self.broker_id, exc, more)
             except Exception:
                 log.exception("broker %d background tick failed", self.broker_id)
