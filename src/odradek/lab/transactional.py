@@ -33,6 +33,9 @@ __all__ = ["CommittedReaders", "TransformStage", "group_caught_up"]
 log = logging.getLogger(__name__)
 
 _QUIET = {"log_level": 2}
+# What librdkafka does not flag retriable on committed() but is only a group coordinator moving under the nemesis.
+_COORDINATOR_MOVING = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                       KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
 
 
 class _Abandoned(Exception):
@@ -141,7 +144,8 @@ class TransformStage:
             try:
                 return self._call(generation, call)
             except KafkaException as exc:
-                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                error: KafkaError = exc.args[0]
+                if not (error.retriable() or error.code() in _COORDINATOR_MOVING) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
 
