@@ -25,7 +25,7 @@ from odradek.lab.checker import ACKS_ALL_IDEMPOTENT, ACKS_ONE, EXACTLY_ONCE, Fau
 from odradek.lab.cluster import Lab
 from odradek.lab.nemesis import Fault, FaultEvent, Nemesis, draw, format_schedule
 from odradek.lab.processes import wait_until
-from odradek.lab.transactional import CommittedReaders, TransformStage, group_caught_up
+from odradek.lab.transactional import CommittedReaders, TransformStage, wait_caught_up
 from odradek.lab.workload import GroupConsumers, ProducerWorkload, read_final
 from odradek.placement.java import coordinator_partition
 
@@ -130,8 +130,7 @@ def run(seed: int, faults: int | None = None, *, hold_s: tuple[float, float] = (
                 wait_until(lambda: _caught_up(history, group_topics), 60,
                            "the group reading every acknowledged record")
                 if stage is not None:
-                    wait_until(lambda: group_caught_up(lab.bootstrap, TXN_GROUP, TXN_INPUT, PARTITIONS), 120,
-                               "the transform committing the whole input", 0.5)
+                    wait_caught_up(lab.bootstrap, TXN_GROUP, TXN_INPUT, PARTITIONS)
             finally:
                 consumers.stop()
                 if stage is not None and readers is not None:

@@ -28,7 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from odradek.lab.checker import Ack, History, Read
 from odradek.lab.workload import _record
 
-__all__ = ["CommittedReaders", "TransformStage", "group_caught_up"]
+__all__ = ["CommittedReaders", "TransformStage", "group_lag", "wait_caught_up"]
 
 log = logging.getLogger(__name__)
 
@@ -318,16 +318,32 @@ class CommittedReaders:
             t.join(60)
 
 
-def group_caught_up(bootstrap: str, group: str, topic: str, partitions: int) -> bool:
-    """The group's committed offsets (asked as read_committed does, require_stable) are at the topic's end."""
+def group_lag(bootstrap: str, group: str, topic: str, partitions: int) -> int | None:
+    """How far the group's committed offsets (asked as read_committed does, require_stable) are behind the topic's
+    end, summed over its partitions; None if the cluster did not answer."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
                          **_QUIET})
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
         committed = consumer.committed(tps, timeout=10)
-        return all(tp.offset == ends[tp.partition] for tp in committed)
+        return sum(ends[tp.partition] - max(tp.offset, 0) for tp in committed)
     except KafkaException:
-        return False
+        return None
     finally:
         consumer.close()
+
+
+def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int, stalled_s: float = 90.0) -> None:
+    """Until the group has committed the whole topic; TimeoutError only if its lag stops shrinking for
+    ``stalled_s`` (a stage far behind after many faults may need minutes, and that is not a failure)."""
+    best, since = None, time.monotonic()
+    while True:
+        lag = group_lag(bootstrap, group, topic, partitions)
+        if lag == 0:
+            return
+        if lag is not None and (best is None or lag < best):
+            best, since = lag, time.monotonic()
+        if time.monotonic() - since > stalled_s:
+            raise TimeoutError(f"group {group} stalled {best} records behind the end of {topic}")
+        time.sleep(0.5)
