@@ -315,8 +315,8 @@ class Controller:
                 log.exception("controller %d: error handling %s", self.broker_id, type(event).__name__)
             else:
                 if self._loss_streak:
-                    log.info("controller %d: ZooKeeper answers again (after %d retries)", self.broker_id,
-                             self._loss_streak)
+                    log.info("controller %d: %s went through after %d connection-loss retries", self.broker_id,
+                             type(event).__name__, self._loss_streak)
                     self._loss_streak = 0
                     self._noise.clear(CONNECTION_LOSS)
             finally:
