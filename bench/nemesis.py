@@ -4,6 +4,7 @@ network namespaces, ``--faults`` faults drawn from the seed, the checker's repor
 recovery times). Needs root. Exit status 1 if any run found an anomaly.
 
     .venv/bin/python bench/nemesis.py --seeds 11,12,13 --faults 25
+    .venv/bin/python bench/nemesis.py --seeds 21,22 --faults 20 --transactional
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import tempfile
 from pathlib import Path
 
 from odradek.lab.netns import netns_available
-from odradek.lab.run import LOSSLESS, NemesisRun, run
+from odradek.lab.run import LOSSLESS, TXN_OUTPUT, NemesisRun, run
 
 
 def _row(r: NemesisRun) -> str:
     lossless = next(t for t in r.report.topics if t.topic == LOSSLESS)
-    others = [t for t in r.report.topics if t.topic != LOSSLESS]
+    others = [t for t in r.report.topics if not t.semantics.lossless]  # the acks=1 topic
     allowed_lost = sum(len(t.lost) + len(t.moved) for t in others)
     acked_others = sum(t.acked for t in others)
     recs = [x.after_start_s for x in r.report.recoveries[LOSSLESS] if x.after_start_s is not None]
@@ -38,6 +39,9 @@ def main() -> int:
     parser.add_argument("--seeds", default="11,12,13")
     parser.add_argument("--faults", type=int, default=25)
     parser.add_argument("--rate", type=float, default=150.0, help="acks=all records/s (acks=1 gets half)")
+    parser.add_argument("--transactional", action="store_true",
+                        help="add the consume-transform-produce stage (transactions, read_committed reader); "
+                             "faults may then also strike its transaction coordinator")
     args = parser.parse_args()
     reason = netns_available()
     if reason is not None:
@@ -47,13 +51,19 @@ def main() -> int:
     results = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = Path(tempfile.mkdtemp(prefix=f"odradek-nemesis-{seed}-"))
-        results.append(run(seed, args.faults, rate=args.rate, base_dir=base))
+        results.append(run(seed, args.faults, rate=args.rate, base_dir=base, transactional=args.transactional))
         print(f"(logs of seed {seed} in {base})", flush=True)
     print("\n| seed | faults | healed to full ISR | acks=all acked | acks=1 acked | acks=1 lost (allowed) | anomalies "
           "| acks=all unavailable | recovery median / max (s) | never recovered |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(_row(r))
+    for r in results:
+        if r.transform is not None:
+            print(f"seed {r.seed}: {r.transform.summary()}")
+            out = next(t for t in r.report.topics if t.topic == TXN_OUTPUT)
+            print(f"seed {r.seed}: {TXN_OUTPUT}: {out.acked:,} committed records, {out.aborted:,} aborted, "
+                  f"{out.reads:,} read under read_committed, {out.in_doubt_seen} of in-doubt transactions kept")
     for r in results:
         for a in r.report.anomalies():
             print(f"seed {r.seed}: ANOMALY {a}")

@@ -221,6 +221,39 @@ async def test_an_event_that_lost_the_connection_is_retried_after_the_backoff_on
         await c.stop()
 
 
+async def test_a_lasting_connection_loss_backs_off_to_a_cap_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Cut from ZooKeeper, the controller retries at 250, 500, 1000, 1000 ms ... (not every retry.backoff.ms) and
+    writes one warning for the whole cut; once ZooKeeper answers, the streak is over."""
+    clock = ManualClock()
+    faults = StoreFaults()
+    c = await SimCluster(EmbeddedBackend(ManualClock()), {"auto.leader.rebalance.enable": False,
+                                                          "retry.backoff.ms": 250},
+                         clock=clock, faults=faults).start(4)
+    try:
+        controller = await c.wait_controller()
+        await c.create_topic("t", {0: [0, 1]})
+        await wait_for(lambda: c.state("t", 0))
+        await c.idle()
+        faults.fail(topic_path("t"), error=ConnectionLossError)
+        assert c.admin is not None
+        caplog.set_level("WARNING", logger="odradek.controller")
+        await c.admin.create(REASSIGN_PARTITIONS, PartitionReassignment({T0: (2, 3)}).to_json())
+        deadline = 0
+        for delay in (250, 500, 1000, 1000, 1000):
+            deadline += delay
+            await wait_for(lambda d=deadline: clock.sleep_deadlines() == [d], what=f"a retry parked for {delay} ms")
+            clock.advance(delay)
+        lost = [r for r in caplog.records if "connection lost" in r.getMessage()]
+        assert len(lost) == 1, [r.getMessage() for r in lost]
+        faults.clear()
+        await wait_for(lambda: T0 in controller.ctx.being_reassigned, what="the retried event starts it")
+        assert controller._loss_streak == 0  # the next cut starts from retry.backoff.ms again
+    finally:
+        await c.stop()
+
+
 async def leader_of(c: SimCluster, partition: int) -> int | None:
     found = await c.state("t", partition)
     return found[0].leader if found else None

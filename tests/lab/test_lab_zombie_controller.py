@@ -62,9 +62,12 @@ def test_a_controller_cut_from_zookeeper_is_refused_by_epoch_once_the_new_contro
     # 2. It is cut from ZooKeeper as well (the other broker and the clients still reach it); its session expires
     #    and another broker becomes controller with a higher epoch, and tells the cut-off broker about the topic.
     lab.block(zombie_host, {z.host.address for z in lab.zookeepers.values()})
-    wait_until(lambda: lab.controller_id() not in (None, zombie), 60, "another broker taking over as controller")
+    assert old_epoch is not None
+    # The new controller registers in /controller before it increments /controller_epoch: wait for both.
+    wait_until(lambda: lab.controller_id() not in (None, zombie) and (lab.controller_epoch() or 0) > old_epoch, 60,
+               "another broker taking over as controller with a higher epoch")
     new_epoch = lab.controller_epoch()
-    assert new_epoch is not None and old_epoch is not None and new_epoch > old_epoch
+    assert new_epoch is not None
     wait_until(lambda: _leader_seen_by(cut_off_broker.address, TOPIC) not in (None, -1, zombie), 60,
                "the new controller telling the cut-off broker who leads the topic")
     leader_before = _leader_seen_by(cut_off_broker.address, TOPIC)

@@ -15,6 +15,7 @@ from logtest_helpers import T0
 from odradek.broker.replica import Partition
 from odradek.broker.topic_config import LogConfig
 from odradek.clock import ManualClock
+from odradek.coordination.store import ConnectionLossError, SessionExpiredError
 from odradek.protocol.records import encode_batch, validate_produce
 
 LAG_MAX_MS = 10_000
@@ -271,6 +272,34 @@ def test_a_failing_writer_counts_as_a_lost_write(open_log, clock):
         await until(lambda: len(calls) == 2, "a retry")
 
     asyncio.run(main())
+
+
+def test_a_zookeeper_connection_loss_is_one_warning_line_and_an_unexpected_error_keeps_its_traceback(
+        open_log, clock, caplog):
+    async def main() -> None:
+        part, _ = leader(open_log, clock, [1, 2])
+        errors: list[Exception] = [ConnectionLossError(None, "/brokers/topics/t/partitions/0/state"),
+                                   SessionExpiredError(None), RuntimeError("a bug")]
+
+        async def failing(partition: Partition, isr: list[int]) -> int | None:
+            raise errors.pop(0)
+
+        part.isr_writer = failing
+        append(part, 5)
+        clock.advance(LAG_MAX_MS + 1)
+        for left in (2, 1, 0):
+            part.maybe_shrink_isr(LAG_MAX_MS)
+            await until(lambda left=left: len(errors) == left and not part._isr_change_pending, "the write failed")
+        assert part.isr == [1, 2]
+
+    caplog.set_level("WARNING", logger="odradek.broker.replica")
+    asyncio.run(main())
+    lines = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert lines == [
+        ("WARNING", "writing ISR [1] for topic-0 failed: ConnectionLossError", False),
+        ("WARNING", "writing ISR [1] for topic-0 failed: SessionExpiredError", False),
+        ("ERROR", "writing ISR [1] for topic-0 failed", True),
+    ]
 
 
 def test_no_second_isr_write_starts_while_one_is_in_flight(open_log, clock):

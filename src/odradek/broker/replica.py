@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from odradek.broker.log import AppendResult, PartitionLog
 from odradek.broker.log.partition_log import ORIGIN_CLIENT
 from odradek.clock import Clock
+from odradek.coordination.store import ConnectionLossError, SessionExpiredError
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import BatchHeader
 from odradek.tasks import spawn
@@ -248,6 +249,10 @@ class Partition:
         assert self.isr_writer is not None
         try:
             version = await self.isr_writer(self, new_isr)
+        except (ConnectionLossError, SessionExpiredError) as exc:
+            # Expected while cut from ZooKeeper; the next ISR check proposes it again.
+            log.warning("writing ISR %s for %s failed: %s", new_isr, self.name, type(exc).__name__)
+            version = None
         except Exception:
             log.exception("writing ISR %s for %s failed", new_isr, self.name)
             version = None

@@ -52,6 +52,8 @@ from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller, TcpTransport
 from odradek.coordination import Backend
 from odradek.coordination import znodes as zn
+from odradek.coordination.store import ConnectionLossError, SessionExpiredError
+from odradek.log_limit import LogLimiter
 from odradek.observe.http import ObserveServer
 from odradek.observe.metrics import make_registry
 from odradek.tasks import spawn
@@ -59,6 +61,7 @@ from odradek.tasks import spawn
 log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S = 0.1
+LOG_INTERVAL_MS = 30_000  # an expected ZooKeeper failure of the tick is logged at most this often
 LOOP_STALL_WARN_S = 1.0
 
 
@@ -314,6 +317,7 @@ class Broker:
     async def _tick_loop(self) -> None:
         lag_max = self.config["replica.lag.time.max.ms"]
         next_isr_check = 0
+        noise = LogLimiter(self.clock, LOG_INTERVAL_MS)
         loop = asyncio.get_running_loop()
         while True:
             asleep = loop.time()
@@ -337,5 +341,12 @@ class Broker:
                 await self.groups.tick(now)
                 await self.transactions.tick(now)
                 await self.isr.tick()
+            except (ConnectionLossError, SessionExpiredError) as exc:
+                # Expected while cut from ZooKeeper (the next tick tries again): one line per condition per
+                # LOG_INTERVAL_MS, no traceback.
+                held = noise.check(type(exc).__name__)
+                if held is not None:
+                    more = f" ({held} more since the last such line)" if held else ""
+                    log.warning("broker %d background tick: ZooKeeper unreachable (%s)%s", self.broker_id, exc, more)
             except Exception:
                 log.exception("broker %d background tick failed", self.broker_id)

@@ -77,8 +77,15 @@ from odradek.coordination.store import (
 )
 from odradek.coordination.znodes import ensure_kafka_layout
 from odradek.errors import ErrorCode, KafkaError
+from odradek.log_limit import LogLimiter, backoff_ms
 
 log = logging.getLogger("odradek.controller")
+
+# Cut from ZooKeeper, the controller retries an event from retry.backoff.ms doubling up to this, and logs the cut
+# at most once per LOG_INTERVAL_MS: Kafka's controller waits quietly for its ZooKeeper client to reconnect.
+MAX_RETRY_BACKOFF_MS = 1_000
+LOG_INTERVAL_MS = 30_000
+CONNECTION_LOSS = "connection loss"
 
 P = PartitionState
 R = ReplicaState
@@ -115,6 +122,8 @@ class Controller:
         self._stopped = False
         self._active_id: int | None = None
         self.events_processed = 0
+        self._loss_streak = 0  # consecutive events that met a ZooKeeper connection loss
+        self._noise = LogLimiter(clock, LOG_INTERVAL_MS)
 
         shared = self._shared = Shared(broker_id, self._config, clock, self._post)
         partitions = self._partitions = PartitionStateMachine(shared)
@@ -305,20 +314,36 @@ class Controller:
                             type(event).__name__)
                 await self._resign()
             except ConnectionLossError:
-                log.warning("controller %d: connection loss handling %s; retrying", self.broker_id,
-                            type(event).__name__)
-                self._retry_later(event)
+                self._on_connection_loss(event)
             except Exception:
                 log.exception("controller %d: error handling %s", self.broker_id, type(event).__name__)
+            else:
+                if self._loss_streak:
+                    log.info("controller %d: %s went through after %d connection-loss retries", self.broker_id,
+                             type(event).__name__, self._loss_streak)
+                    self._loss_streak = 0
+                    self._noise.clear(CONNECTION_LOSS)
             finally:
                 self.events_processed += 1
 
-    def _retry_later(self, event: Event) -> None:
-        """Post ``event`` again after ``retry.backoff.ms`` on the controller's clock (a resignation cancels it)."""
+    def _on_connection_loss(self, event: Event) -> None:
+        """Cut from ZooKeeper: retry ``event`` with a backoff that doubles while the cut lasts, and say so once per
+        LOG_INTERVAL_MS rather than on every retry (until the session comes back or expires; see log_limit)."""
+        delay_ms = backoff_ms(self._loss_streak, self._shared.config.retry_backoff_ms, MAX_RETRY_BACKOFF_MS)
+        self._loss_streak += 1
+        held = self._noise.check(CONNECTION_LOSS)
+        if held is not None:
+            more = f" ({held} more retries since the last such line)" if held else ""
+            log.warning("controller %d: ZooKeeper connection lost handling %s; retrying in %d ms%s",
+                        self.broker_id, type(event).__name__, delay_ms, more)
+        self._retry_later(event, delay_ms)
+
+    def _retry_later(self, event: Event, delay_ms: int) -> None:
+        """Post ``event`` again after ``delay_ms`` on the controller's clock (a resignation cancels it)."""
         shared = self._shared
 
         async def later() -> None:
-            await shared.clock.sleep(shared.config.retry_backoff_ms / 1000)
+            await shared.clock.sleep(delay_ms / 1000)
             self._post(event)
 
         shared.start_timer(later(), name=f"controller-{self.broker_id}-retry")

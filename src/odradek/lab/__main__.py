@@ -40,7 +40,9 @@ def up(brokers: int, zookeepers: int) -> None:
 @click.option("--seed", default=1, show_default=True)
 @click.option("--faults", default=None, type=int, help="how many faults (default: every kind once)")
 @click.option("--keep-logs", is_flag=True, help="keep the servers' logs and data (printed path)")
-def run_(seed: int, faults: int | None, keep_logs: bool) -> None:
+@click.option("--transactional", is_flag=True,
+              help="add the transactional consume-transform-produce stage and its read_committed reader")
+def run_(seed: int, faults: int | None, keep_logs: bool, transactional: bool) -> None:
     """A nemesis run: load, the seed's faults, the log read back and checked; exit status 1 on any anomaly."""
     import tempfile
     from pathlib import Path
@@ -48,7 +50,7 @@ def run_(seed: int, faults: int | None, keep_logs: bool) -> None:
     from odradek.lab.run import run
 
     base = Path(tempfile.mkdtemp(prefix="odradek-lab-")) if keep_logs else None
-    result = run(seed, faults, base_dir=base)
+    result = run(seed, faults, base_dir=base, transactional=transactional)
     if result.report.anomalies():
         raise SystemExit(1)
 

@@ -9,26 +9,31 @@ configuration:
 - a producer with ``acks=1`` is acknowledged by the leader alone, so a leader cut off before its followers copied
   a record loses it (the record is truncated when the old leader rejoins as a follower): allowed, and counted;
   without idempotence its retries may also write a record twice or reorder it (counted).
-- (later) a transactional consume-transform-produce workload read with ``isolation.level=read_committed``: the
-  ``read_committed`` flag makes a record read that no committed transaction acknowledged an anomaly. The seam is
-  :attr:`Semantics.read_committed` and :attr:`History.reads`; nothing else changes.
+- a transactional consume-transform-produce stage read with ``isolation.level=read_committed``
+  (:data:`EXACTLY_ONCE`, checked by :func:`_check_transform`): every record of a committed transaction stays where
+  the commit put it; a record of an aborted transaction, or of none, read under read_committed is an anomaly; each
+  input record appears in the output exactly once; each input partition's records keep their order in the output.
+  A transaction whose outcome the client never learned (a commit that failed, a client abandoned while stuck) is
+  in doubt: its records may be seen or not, and are counted.
 
-A record's value is ``<producer>:<sequence>``, which is how order and duplicates are told apart from lookalikes.
+A record's value is ``<producer>:<sequence>``, which is how order and duplicates are told apart from lookalikes; a
+transformed record's is ``<input value>/<transaction number>``, so two attempts at one input are told apart.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = [
-    "ACKS_ALL_IDEMPOTENT", "ACKS_ONE", "Ack", "Assignment", "Commit", "FaultWindow", "History", "Read", "Report",
-    "Semantics", "TopicReport", "Window", "check",
+    "ACKS_ALL_IDEMPOTENT", "ACKS_ONE", "EXACTLY_ONCE", "Ack", "Assignment", "Commit", "FaultWindow", "History", "Read",
+    "Report", "Semantics", "TopicReport", "Window", "check",
 ]
 
 
 LEAD_S, TRAIL_S = 1.0, 5.0  # how far before a fault and after its heal a loss is attributed to it
+TXN_GAP_S = 3.0  # a transform committing nothing this long is unavailable (its transactions are bursty)
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class Semantics:
 
 ACKS_ALL_IDEMPOTENT = Semantics("acks=all, idempotent, min.insync.replicas=2", True, True, True)
 ACKS_ONE = Semantics("acks=1, not idempotent", False, False, False)
+EXACTLY_ONCE = Semantics("transactional consume-transform-produce, read_committed", True, True, True, True)
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,11 @@ class History:
     final: dict[tuple[str, int], list[tuple[int, bytes]]] = field(default_factory=dict)  # every partition's log
     faults: list[FaultWindow] = field(default_factory=list)
     started: float = 0.0
+    # Transactional stages: output topic -> input topic. A committed transaction's records are ``acks`` (sent: the
+    # transaction's start, at: its commit); aborted and in-doubt ones are here, by output topic.
+    transforms: dict[str, str] = field(default_factory=dict)
+    aborted: dict[str, set[bytes]] = field(default_factory=dict)
+    in_doubt: dict[str, set[bytes]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,9 @@ class TopicReport:
     vanished_reads: list[str] = field(default_factory=list)
     unacked_reads: list[str] = field(default_factory=list)
     unavailable: list[Window] = field(default_factory=list)
+    inputs_missing: list[str] = field(default_factory=list)  # a transform's input never in its output
+    aborted: int = 0  # a transform's records in aborted transactions
+    in_doubt_seen: int = 0  # a transform's records of in-doubt transactions that are in the output
 
     def anomalies(self) -> list[str]:
         """Everything this workload's contract forbids."""
@@ -149,7 +163,8 @@ class TopicReport:
         if s.ordered:
             out += [f"{self.topic}: order violation: {x}" for x in self.order_violations]
         if s.read_committed:
-            out += [f"{self.topic}: read but never acknowledged: {x}" for x in self.unacked_reads]
+            out += [f"{self.topic}: read under read_committed but never committed: {x}" for x in self.unacked_reads]
+            out += [f"{self.topic}: input never in the output: {x}" for x in self.inputs_missing]
         out += [f"{self.topic}: a read record later vanished: {x}" for x in self.vanished_reads]
         return out
 
@@ -164,6 +179,9 @@ class TopicReport:
             out.append(f"{self.topic}: {len(self.duplicates)} duplicates (allowed by {s.name})")
         if not s.ordered and self.order_violations:
             out.append(f"{self.topic}: {len(self.order_violations)} reorderings (allowed by {s.name})")
+        if self.in_doubt_seen:
+            out.append(f"{self.topic}: {self.in_doubt_seen} records of transactions whose outcome the client never "
+                       f"learned are in the output (a commit that went through)")
         return out
 
 
@@ -191,10 +209,14 @@ class Report:
     def format(self, started: float = 0.0) -> str:
         lines = []
         for t in self.topics:
+            readers = "read under read_committed" if t.semantics.read_committed else "read by the group"
             lines.append(f"{t.topic} [{t.semantics.name}]: {t.acked} acknowledged, {t.failed_sends} sends failed, "
-                         f"{t.in_log} in the log, {t.reads} read by the group; lost {len(t.lost)}, moved "
+                         f"{t.in_log} in the log, {t.reads} {readers}; lost {len(t.lost)}, moved "
                          f"{len(t.moved)}, duplicates {len(t.duplicates)}, order violations "
                          f"{len(t.order_violations)}, reads vanished {len(t.vanished_reads)}")
+            if t.semantics.read_committed:
+                lines.append(f"  {t.aborted} records in aborted transactions; uncommitted reads "
+                             f"{len(t.unacked_reads)}, inputs missing {len(t.inputs_missing)}")
             for w in t.unavailable:
                 lines.append(f"  unavailable {w.start - started:7.1f}s .. {w.end - started:7.1f}s "
                              f"({w.seconds:.1f}s) partitions {list(w.partitions)}")
@@ -275,6 +297,67 @@ def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
     return report
 
 
+def _check_transform(h: History, topic: str, source: str, gap_s: float) -> TopicReport:
+    """A consume-transform-produce stage's output, read back under read_committed, against its input's log."""
+    report = TopicReport(topic, h.semantics[topic])
+    aborted, in_doubt = h.aborted.get(topic, set()), h.in_doubt.get(topic, set())
+    report.aborted = len(aborted)
+    acks = [a for a in h.acks if a.topic == topic]
+    report.acked = len(acks)
+    committed = {a.value for a in acks}
+    at: dict[tuple[int, int], bytes] = {}
+    places: dict[bytes, list[str]] = defaultdict(list)  # input value -> where its transformations are
+    for p in range(h.partitions[topic]):
+        log = h.final.get((topic, p), [])
+        report.in_log += len(log)
+        highest: tuple[int, int] | None = None  # the input partition's highest sequence so far, and its offset
+        for offset, value in log:
+            at[(p, offset)] = value
+            source_value, _, _txn = value.rpartition(b"/")
+            places[source_value].append(f"{p}/{offset} {value!r}")
+            if value in in_doubt:
+                report.in_doubt_seen += 1
+            elif value not in committed:
+                kind = "aborted" if value in aborted else "never produced"
+                report.unacked_reads.append(f"the log holds {value!r} ({kind}) at {p}/{offset}")
+            seq = _parse(source_value)[1]
+            if highest is not None and seq < highest[0]:
+                report.order_violations.append(f"partition {p}: {value!r} at offset {offset} after input sequence "
+                                               f"{highest[0]} at offset {highest[1]}")
+            if highest is None or seq > highest[0]:
+                highest = (seq, offset)
+    for source_value, where in places.items():
+        if len(where) > 1:
+            report.duplicates.append(f"input {source_value!r} at {where}")
+    for sp in range(h.partitions[source]):
+        for offset, value in h.final.get((source, sp), []):
+            if value not in places:
+                report.inputs_missing.append(f"{source}-{sp}/{offset} {value!r}")
+    for a in acks:
+        if at.get((a.partition, a.offset)) != a.value:
+            report.lost.append(f"{a.value!r} committed at {a.partition}/{a.offset}, the log holds "
+                               f"{at.get((a.partition, a.offset))!r}")
+            during = _nearest_fault(h.faults, a.at)
+            report.lost_during[during] = report.lost_during.get(during, 0) + 1
+    reads = [r for r in h.reads if r.topic == topic]
+    report.reads = len(reads)
+    for r in reads:
+        if r.value not in committed and r.value not in in_doubt:
+            kind = "aborted" if r.value in aborted else "never produced"
+            report.unacked_reads.append(f"{r.consumer} read {r.value!r} ({kind}) at {r.partition}/{r.offset}")
+        elif at.get((r.partition, r.offset)) != r.value:
+            report.vanished_reads.append(f"{r.consumer} read {r.value!r} at {r.partition}/{r.offset}; the log now "
+                                         f"holds {at.get((r.partition, r.offset))!r}")
+    report.unavailable = unavailability(_as_one(acks), 1, max(gap_s, TXN_GAP_S))
+    return report
+
+
+def _as_one(acks: list[Ack]) -> list[Ack]:
+    """A stage's commits as one stream: a transaction takes what one consume returns, often one partition's
+    records, so a partition without a commit for a while says nothing about the stage's availability."""
+    return [replace(a, partition=0) for a in acks]
+
+
 def unavailability(acks: list[Ack], partitions: int, gap_s: float) -> list[Window]:
     """Spans of at least ``gap_s`` in which some partition acknowledged nothing, merged across partitions.
 
@@ -338,6 +421,9 @@ def offsets_backwards(h: History) -> list[str]:
 
 
 def check(h: History, gap_s: float = 1.0) -> Report:
-    topics = [_check_topic(h, t, gap_s) for t in sorted(h.semantics)]
-    recs = {t: recoveries([a for a in h.acks if a.topic == t], h.partitions[t], h.faults) for t in sorted(h.semantics)}
+    topics = [_check_transform(h, t, h.transforms[t], gap_s) if t in h.transforms else _check_topic(h, t, gap_s)
+              for t in sorted(h.semantics)]
+    recs = {t: recoveries([a for a in h.acks if a.topic == t], h.partitions[t], h.faults) for t in sorted(h.semantics)
+            if t not in h.transforms}
+    recs |= {t: recoveries(_as_one([a for a in h.acks if a.topic == t]), 1, h.faults) for t in h.transforms}
     return Report(topics, offsets_backwards(h), recs)

@@ -43,7 +43,9 @@ class Fault:
     """One step: ``kind`` strikes ``target`` (a role), holds ``hold_s`` seconds, then is healed.
 
     Targets: ``leader:<partition>`` (the current leader of that partition of the watched topic), ``broker:<id>``,
-    ``controller``; a peer cut also names ``peer`` as an offset (1 or 2) from the target among broker ids."""
+    ``controller``, ``coordinator`` (the leader of the partition of an internal topic the :class:`Nemesis` is given:
+    a transaction coordinator); a peer cut also names ``peer`` as an offset (1 or 2) from the target among broker
+    ids."""
 
     kind: Kind
     target: str
@@ -102,7 +104,8 @@ class Nemesis:
     """Injects a schedule on a lab. ``topic`` is the topic whose partition leaders ``leader:<p>`` names."""
 
     def __init__(self, lab: Lab, topic: str, topics: dict[str, int], *, heal_timeout_s: float = 90.0,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, coordinator: tuple[str, int] | None = None) -> None:
+        self.coordinator = coordinator  # (internal topic, partition) whose leader ``coordinator`` names
         self.lab = lab
         self.topic = topic
         self.topics = topics
@@ -113,6 +116,8 @@ class Nemesis:
     def _broker(self, target: str) -> int:
         if target == "controller":
             found = self.lab.controller_id()
+        elif target == "coordinator" and self.coordinator is not None:
+            found = self.lab.leader_of(*self.coordinator)
         elif target.startswith("leader:"):
             found = self.lab.leader_of(self.topic, int(target.split(":")[1]))
         else:

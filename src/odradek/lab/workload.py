@@ -6,8 +6,8 @@
   record what they read, what they committed, and where each newly assigned partition started.
 - :func:`read_final` reads every partition from its start to its end once the cluster is whole again.
 
-A transactional consume-transform-produce workload goes beside these (issue 15: once transactions land) with its
-own :class:`~odradek.lab.checker.Semantics` and read_committed readers; the checker already holds the rule for it.
+The transactional consume-transform-produce workload and its read_committed readers are in
+:mod:`odradek.lab.transactional`.
 """
 
 from __future__ import annotations
@@ -183,11 +183,13 @@ class GroupConsumers:
             c.close()
 
 
-def read_final(bootstrap: str, partitions: dict[str, int], timeout: float = 120) -> dict[tuple[str, int],
-                                                                                     list[tuple[int, bytes]]]:
-    """Every partition from its log start to its high watermark."""
+def read_final(bootstrap: str, partitions: dict[str, int], timeout: float = 120, *,
+               read_committed: bool = False) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+    """Every partition from its log start to its high watermark (with ``read_committed``, what that isolation level
+    returns of it: once no transaction is open the last stable offset is the high watermark, and the consumer's
+    position passes the control records and aborted batches it skips)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lab-final-reader", "enable.auto.commit": False,
-                  **_QUIET})
+                  "isolation.level": "read_committed" if read_committed else "read_uncommitted", **_QUIET})
     try:
         ends: dict[tuple[str, int], int] = {}
         for t, n in partitions.items():
@@ -203,6 +205,9 @@ def read_final(bootstrap: str, partitions: dict[str, int], timeout: float = 120)
                     topic, partition, offset, value = _record(m)
                     out[(topic, partition)].append((offset, value))
                     nxt[(topic, partition)] = offset + 1
+            for tp in c.position([TopicPartition(t, p) for (t, p) in ends]):
+                if tp.offset >= 0:
+                    nxt[(tp.topic, tp.partition)] = max(nxt[(tp.topic, tp.partition)], tp.offset)
             return all(nxt[tp] >= ends[tp] for tp in ends)
 
         wait_until(drained, timeout, "reading every partition to its end", 0)
