@@ -28,9 +28,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The broker settings kafka-python's own fixture gives the Kafka it starts (servers/resources/default/
-# kafka.properties) where they differ from Kafka's defaults: its test_group uses a 3 s session timeout, which
-# Kafka's default group.min.session.timeout.ms (6000, odradek's too) refuses with INVALID_SESSION_TIMEOUT.
-KAFKA_PYTHON_BROKER = ["num.partitions=1", "group.min.session.timeout.ms=1000", "group.initial.rebalance.delay.ms=0",
+# kafka.properties, num.partitions={partitions} with the fixture's default of 4) where they differ from Kafka's
+# defaults: its test_group uses a 3 s session timeout, which Kafka's default group.min.session.timeout.ms (6000,
+# odradek's too) refuses with INVALID_SESSION_TIMEOUT, and its transactional offsets test commits offsets of partition
+# 1 of an auto-created topic (UNKNOWN_TOPIC_OR_PARTITION with one partition, from Kafka as from odradek).
+KAFKA_PYTHON_BROKER = ["num.partitions=4", "group.min.session.timeout.ms=1000", "group.initial.rebalance.delay.ms=0",
                        "offsets.topic.num.partitions=2"]
 ODRADEK = [sys.executable, "-m", "odradek"]
 READY_TIMEOUT_S = 60.0
