@@ -25,19 +25,7 @@ MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    metadata = ctx.services.metadata
-    errors: dict[TopicPartition, ErrorCode] = {}
-    commits: dict[TopicPartition, OffsetCommit] = {}
-    for topic in request.topics:
-        count = metadata.partition_count(topic.name)
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if count is None or not 0 <= p.partition_index < count:
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            else:
-                commits[tp] = OffsetCommit(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
-                )
+    commits, errors = requested_commits(ctx, request.topics)
     if commits:
         errors.update(
             await ctx.services.groups.commit_offsets(
@@ -48,8 +36,35 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 commits,
             )
         )
-    topic_cls = nested(ctx, "OffsetCommitResponseTopic")
-    partition_cls = nested(ctx, "OffsetCommitResponsePartition")
+    return commit_response(ctx, request.topics, errors, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition")
+
+
+def requested_commits(
+    ctx: RequestContext, topics: Any
+) -> tuple[dict[TopicPartition, OffsetCommit], dict[TopicPartition, ErrorCode]]:
+    """The offsets to commit, and UNKNOWN_TOPIC_OR_PARTITION for partitions the metadata does not have (Kafka checks
+    its metadata cache before the coordinator sees a commit, plain or transactional)."""
+    metadata = ctx.services.metadata
+    errors: dict[TopicPartition, ErrorCode] = {}
+    commits: dict[TopicPartition, OffsetCommit] = {}
+    for topic in topics:
+        count = metadata.partition_count(topic.name)
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if count is None or not 0 <= p.partition_index < count:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                commits[tp] = OffsetCommit(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
+                )
+    return commits, errors
+
+
+def commit_response(ctx: RequestContext, topics: Any, errors: dict[TopicPartition, ErrorCode], topic_class: str,
+                    partition_class: str) -> Any:
+    """One error per requested partition, in the request's order (OffsetCommit's and TxnOffsetCommit's shape)."""
+    topic_cls = nested(ctx, topic_class)
+    partition_cls = nested(ctx, partition_class)
     return fit(
         ctx.response_class,
         throttle_time=datetime.timedelta(0),
@@ -64,6 +79,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     for p in topic.partitions
                 ),
             )
-            for topic in request.topics
+            for topic in topics
         ),
     )

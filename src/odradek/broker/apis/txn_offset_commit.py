@@ -17,14 +17,12 @@ partition added implicitly) is not served: the coordinator implements transactio
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import RequestContext
+from odradek.broker.apis.offset_commit import commit_response, requested_commits
 from odradek.broker.group.config import OFFSETS_TOPIC
-from odradek.broker.group.results import OffsetCommit
 from odradek.errors import ErrorCode
-from odradek.placement.model import TopicPartition
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -32,20 +30,8 @@ MAX_VERSION = 4
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    metadata = ctx.services.metadata
     groups = ctx.services.groups
-    errors: dict[TopicPartition, ErrorCode] = {}
-    commits: dict[TopicPartition, OffsetCommit] = {}
-    for topic in request.topics:
-        count = metadata.partition_count(topic.name)
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if count is None or not 0 <= p.partition_index < count:
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            else:
-                commits[tp] = OffsetCommit(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
-                )
+    commits, errors = requested_commits(ctx, request.topics)
     if commits:
         code = await _verify(ctx, request)
         if code is not ErrorCode.none:
@@ -62,25 +48,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     commits,
                 )
             )
-    topic_cls = nested(ctx, "TxnOffsetCommitResponseTopic")
-    partition_cls = nested(ctx, "TxnOffsetCommitResponsePartition")
-    return fit(
-        ctx.response_class,
-        throttle_time=datetime.timedelta(0),
-        topics=tuple(
-            topic_cls(
-                name=topic.name,
-                partitions=tuple(
-                    partition_cls(
-                        partition_index=p.partition_index,
-                        error_code=errors[TopicPartition(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in request.topics
-        ),
-    )
+    return commit_response(ctx, request.topics, errors, "TxnOffsetCommitResponseTopic",
+                           "TxnOffsetCommitResponsePartition")
 
 
 async def _verify(ctx: RequestContext, request: Any) -> ErrorCode:
