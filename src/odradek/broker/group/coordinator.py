@@ -1179,9 +1179,11 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
         return await self._store_offsets(group, offsets)
 
-    async def _store_offsets(
-        self, group: Group, offsets: Mapping[TopicPartition, OffsetCommit]
-    ) -> dict[TopicPartition, ErrorCode]:
+    def _offset_values(
+        self, offsets: Mapping[TopicPartition, OffsetCommit]
+    ) -> tuple[dict[TopicPartition, OffsetValue], dict[TopicPartition, ErrorCode]]:
+        """The commits to store, stamped now, and OFFSET_METADATA_TOO_LARGE for the others (plain or
+        transactional alike)."""
         results: dict[TopicPartition, ErrorCode] = {}
         accepted: dict[TopicPartition, OffsetValue] = {}
         now = self._clock.now_ms()
@@ -1191,12 +1193,15 @@ class GroupCoordinator:
                 results[tp] = ErrorCode.offset_metadata_too_large
             else:
                 accepted[tp] = OffsetValue(commit.offset, commit.leader_epoch, metadata, now)
+        return accepted, results
+
+    async def _store_offsets(
+        self, group: Group, offsets: Mapping[TopicPartition, OffsetCommit]
+    ) -> dict[TopicPartition, ErrorCode]:
+        accepted, results = self._offset_values(offsets)
         if not accepted:
             return results
-        records = [
-            (encode_key(OffsetKey(group.group_id, topic, partition)), encode_offset_value(value))
-            for (topic, partition), value in accepted.items()
-        ]
+        records = _offset_records(group.group_id, accepted)
         order = next(self._order)
         self._pending_commits[group] += 1
         group.pending_offset_commits.update(accepted.keys())
@@ -1254,21 +1259,10 @@ class GroupCoordinator:
                 return all_(ErrorCode.unknown_member_id)
             if generation_id != group.generation_id:
                 return all_(ErrorCode.illegal_generation)
-        results: dict[TopicPartition, ErrorCode] = {}
-        accepted: dict[TopicPartition, OffsetValue] = {}
-        now = self._clock.now_ms()
-        for tp, commit in offsets.items():
-            metadata = commit.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                accepted[tp] = OffsetValue(commit.offset, commit.leader_epoch, metadata, now)
+        accepted, results = self._offset_values(offsets)
         if not accepted:
             return results
-        records = [
-            (encode_key(OffsetKey(group.group_id, topic, partition)), encode_offset_value(value))
-            for (topic, partition), value in accepted.items()
-        ]
+        records = _offset_records(group.group_id, accepted)
         group.prepare_txn_offsets(producer_id, accepted)
         self._producer_groups[producer_id].add(group_id)
         order = next(self._order)
@@ -1659,3 +1653,11 @@ def _subscribed_topics(subscription: bytes) -> list[str]:
         return topics
     except (struct.error, UnicodeDecodeError):
         return []
+
+
+def _offset_records(group_id: str, accepted: Mapping[TopicPartition, OffsetValue]) -> list[tuple[bytes, bytes]]:
+    """``__consumer_offsets`` records (key, value) for a group's accepted commits."""
+    return [
+        (encode_key(OffsetKey(group_id, topic, partition)), encode_offset_value(value))
+        for (topic, partition), value in accepted.items()
+    ]
