@@ -11,9 +11,11 @@ INVALID_REQUEST.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.apis.incremental_alter_configs import alter_topic
 from odradek.broker.topic_config import validate_overrides
 from odradek.errors import ErrorCode, KafkaError
 
@@ -24,8 +26,8 @@ MAX_VERSION = 2
 TOPIC, BROKER = 2, 4
 
 
-def replacement(configs: Any) -> dict[str, str]:
-    """The new override map, or KafkaError for the first bad entry."""
+def replacement(current: dict[str, str], configs: Any) -> dict[str, str]:
+    """The new override map (``configs`` replace ``current`` whole), or KafkaError for the first bad entry."""
     out: dict[str, str] = {}
     for entry in configs:
         if entry.value is None:
@@ -36,7 +38,6 @@ def replacement(configs: Any) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    services = ctx.services
     result_cls = nested(ctx, "AlterConfigsResourceResponse")
     results = []
     for res in request.resources:
@@ -49,13 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif res.resource_type != TOPIC:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
             else:
-                record = await services.topics.topic_record(res.resource_name)
-                if record is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                                     f"Topic {res.resource_name} does not exist")
-                new = replacement(res.configs)
-                if not request.validate_only:
-                    await services.topics.alter_topic_configs(res.resource_name, new)
+                await alter_topic(ctx, res.resource_name, partial(replacement, configs=res.configs),
+                                  request.validate_only)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(result_cls(error_code=error, error_message=message, resource_type=res.resource_type,

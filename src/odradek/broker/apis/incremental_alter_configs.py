@@ -8,6 +8,8 @@ there. Broker resources are static in odradek: INVALID_REQUEST. Unknown topics: 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
@@ -52,8 +54,19 @@ def apply_operations(current: dict[str, str], ops: Any) -> dict[str, str]:
     return out
 
 
+async def alter_topic(ctx: RequestContext, topic: str, change: Callable[[dict[str, str]], dict[str, str]],
+                      validate_only: bool) -> None:
+    """Replace a topic's overrides with ``change(current)`` unless ``validate_only`` (both AlterConfigs APIs);
+    ``change`` raises KafkaError for an invalid set, so nothing is written half-valid."""
+    record = await ctx.services.topics.topic_record(topic)
+    if record is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {topic} does not exist")
+    new = change(record.configs)
+    if not validate_only:
+        await ctx.services.topics.alter_topic_configs(topic, new)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    services = ctx.services
     result_cls = nested(ctx, "AlterConfigsResourceResponse")
     results = []
     for res in request.resources:
@@ -63,12 +76,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(ErrorCode.invalid_request, "broker configs are static in odradek")
             if res.resource_type != TOPIC:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
-            record = await services.topics.topic_record(res.resource_name)
-            if record is None:
-                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
-            new = apply_operations(record.configs, res.configs)
-            if not request.validate_only:
-                await services.topics.alter_topic_configs(res.resource_name, new)
+            await alter_topic(ctx, res.resource_name, partial(apply_operations, ops=res.configs),
+                              request.validate_only)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(
