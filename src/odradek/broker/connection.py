@@ -102,6 +102,8 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
+        self.principal = "User:ANONYMOUS"  # until the listener authenticates the client
+        self.listener_name = "PLAINTEXT"
         self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
         self._parked = 0
 
@@ -223,7 +225,7 @@ class Connection:
             raise FrameError(f"malformed request header: {exc}") from exc
         request = decode_body(frame, schema, body_offset)
         ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host,
-                             replicating)
+                             replicating, self.principal, self.listener_name)
         try:
             response = await api.handle(ctx, request)
         except (TypeError, AttributeError, ValueError) as exc:
@@ -268,6 +270,6 @@ class Connection:
         except RequestFormatError as exc:
             raise FrameError(f"malformed controller request (API {api.API_KEY} v{version}): {exc}") from exc
         ctx = RequestContext(self.services, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.client_host)
+                             header.client_id, self.client_host, None, self.principal, self.listener_name)
         response = await api.handle(ctx, request)
         return [frame_response(header.correlation_id, encode_body(response))]

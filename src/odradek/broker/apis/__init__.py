@@ -50,6 +50,11 @@ class RequestContext:
     # may then read and run the client's next request, so one replication round acknowledges every request queued
     # behind it (responses still leave in order).
     replicating: asyncio.Event | None = None
+    # Who sent the request, as Kafka's KafkaPrincipal string ("User:alice"): set by the connection once the listener
+    # has authenticated it (TLS certificate or SASL); ANONYMOUS on a PLAINTEXT listener, as in Kafka.
+    principal: str = "User:ANONYMOUS"
+    # The listener the request came through (Kafka's listener name), which decides what Metadata advertises.
+    listener: str = "PLAINTEXT"
 
     @property
     def response_class(self) -> type[Any]:
