@@ -68,7 +68,49 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "request.timeout.ms": (int, 30000),
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connect": (str, None),
+    # TLS (security/tls.py): Kafka's names and defaults. Kafka's stores default to JKS; odradek reads PEM only and
+    # says so when a listener needs a keystore of another type.
+    "ssl.keystore.type": (str, "JKS"),
+    "ssl.keystore.location": (str, None),
+    "ssl.keystore.password": (str, None),
+    "ssl.keystore.key": (str, None),
+    "ssl.keystore.certificate.chain": (str, None),
+    "ssl.key.password": (str, None),
+    "ssl.truststore.type": (str, "JKS"),
+    "ssl.truststore.location": (str, None),
+    "ssl.truststore.password": (str, None),
+    "ssl.truststore.certificates": (str, None),
+    "ssl.client.auth": (str, "none"),
+    "ssl.protocol": (str, "TLSv1.3"),
+    "ssl.enabled.protocols": (str, "TLSv1.2,TLSv1.3"),
+    "ssl.endpoint.identification.algorithm": (str, "https"),
+    "ssl.principal.mapping.rules": (str, "DEFAULT"),
+    # connection limits (broker/limits.py); Kafka's max.connections and max.connections.per.ip are Integer.MAX
+    "max.connections": (int, 2147483647),
+    "max.connections.per.ip": (int, 2147483647),
+    "max.connections.per.ip.overrides": (str, ""),
+    "connections.max.idle.ms": (int, 600000),
 }
+
+SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key"})
+"""Kafka's PASSWORD-type configs among ours: DescribeConfigs reports them as sensitive, with no value."""
+
+LISTENER_PREFIX = "listener.name."
+"""Kafka's per-listener overrides: ``listener.name.<listener, lower case>.<config>`` wins over ``<config>`` on that
+listener (KafkaConfig.valuesWithPrefixOverride)."""
+
+LISTENER_OVERRIDABLE = ("ssl.", "max.connections")
+
+
+def listener_override_base(name: str) -> str | None:
+    """The config a ``listener.name.<l>.<config>`` name overrides, or None if it is no such override."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    rest = name[len(LISTENER_PREFIX):]
+    listener, dot, base = rest.partition(".")
+    if not listener or not dot or base not in BROKER_DEFAULTS or not base.startswith(LISTENER_OVERRIDABLE):
+        return None
+    return base
 
 def _parse(name: str, kind: type, raw: str) -> Any:
     if kind is bool:
@@ -96,6 +138,10 @@ class BrokerConfig:
     ) -> BrokerConfig:
         values = {k: v for k, (_t, v) in BROKER_DEFAULTS.items()}
         for name, raw in (overrides or {}).items():
+            base = listener_override_base(name)
+            if base is not None:
+                values[name] = _parse(name, BROKER_DEFAULTS[base][0], raw)
+                continue
             if name not in BROKER_DEFAULTS:
                 raise ValueError(f"unknown broker config {name!r}")
             values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
@@ -104,6 +150,13 @@ class BrokerConfig:
         return cls(host=host, port=port, data_dir=data_dir, values=values, explicit=explicit)
 
     def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """``name`` as the listener ``listener`` sees it: its ``listener.name.<l>.`` override, else the broker's."""
+        prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+        if prefixed in self.values:
+            return self.values[prefixed]
         return self.values[name]
 
     @property
