@@ -32,6 +32,7 @@ from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
+from odradek.broker.limits import ConnectionQuotas, LimitSettings, idle_expired
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
 from odradek.broker.link.controller_requests import ControllerRequests
@@ -61,6 +62,7 @@ from odradek.tasks import spawn
 log = logging.getLogger(__name__)
 
 TICK_INTERVAL_S = 0.1
+LISTENER = "PLAINTEXT"  # the one listener until listeners are configurable
 LOG_INTERVAL_MS = 30_000  # an expected ZooKeeper failure of the tick is logged at most this often
 LOOP_STALL_WARN_S = 1.0
 
@@ -136,6 +138,9 @@ class Broker:
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self.limits = LimitSettings.from_values(config.values)
+        self.quotas = ConnectionQuotas(self.limits)
+        self._live: set[Connection] = set()
         self.running = False
         self.stopping = False
         # set when the broker stopped itself (every log directory failed); its process should exit, as Kafka's halts
@@ -304,15 +309,35 @@ class Broker:
         if self.faults.isolated:
             writer.close()
             return
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if peer else ""
+        refused = self.quotas.admit(LISTENER, host)
+        if refused is not None:
+            log.info("broker %d: %s", self.broker_id, refused)
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         self._writers.add(writer)
+        connection = Connection(self.services, self, reader, writer)
+        self._live.add(connection)
         try:
-            await Connection(self.services, self, reader, writer).serve()
+            await connection.serve()
         finally:
+            self._live.discard(connection)
             self._connections.discard(task)
             self._writers.discard(writer)
+            self.quotas.release(LISTENER, host)
+
+    def _close_idle(self) -> None:
+        """connections.max.idle.ms: close the connections that have neither read nor written for that long."""
+        now = self.clock.monotonic_ms()
+        idle_ms = self.limits.idle_ms
+        for connection in idle_expired(((c, c.idle_since()) for c in self._live), now, idle_ms):
+            log.info("broker %d: closing connection %s, idle for %d ms (connections.max.idle.ms=%d)",
+                     self.broker_id, connection.peer, now - connection.last_active_ms, idle_ms)
+            connection.expire()
 
     async def _tick_loop(self) -> None:
         lag_max = self.config["replica.lag.time.max.ms"]
@@ -329,6 +354,7 @@ class Broker:
                 # this long: the first thing to look at when a session expires under load.
                 log.warning("broker %d: event loop stalled for %.1f s", self.broker_id, late)
             await self.faults.resumed.wait()
+            self._close_idle()
             try:
                 now = self.clock.now_ms()
                 if self.replicas.logs is not None:
