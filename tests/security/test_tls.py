@@ -14,12 +14,11 @@ from tls_certs import TestPki
 from odradek.broker.config import BrokerConfig
 from odradek.security.principal_mapping import PrincipalMapper
 from odradek.security.tls import (
+    ListenerTls,
     TlsConfigError,
     TlsSettings,
     client_context,
-    peer_subject,
     server_context,
-    server_handshake,
 )
 
 
@@ -28,12 +27,13 @@ async def tls_echo(ctx: ssl.SSLContext, mapper: PrincipalMapper | None = None) -
     """A server that completes the handshake as the broker does, then answers with the principal and the version."""
     mapper = mapper or PrincipalMapper("DEFAULT")
 
+    listener = ListenerTls(ctx, mapper)
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("peername")[:2]
-        peer = f"{host}:{port}"
-        if not await server_handshake(writer, ctx, peer, timeout=5):
+        principal = await listener.accept(writer, f"{host}:{port}", timeout=5)
+        if principal is None:
             return
-        principal = mapper.principal(peer_subject(writer))
         version = writer.get_extra_info("ssl_object").version()
         writer.write(f"{principal}|{version}\n".encode())
         await writer.drain()
@@ -186,6 +186,38 @@ def test_a_wrong_key_password_or_client_auth_value_is_refused(pki: TestPki) -> N
         broker_side(pki, client_auth="always")
     with pytest.raises(TlsConfigError, match="trust store certs can be specified only for PEM"):
         client_context(TlsSettings.of(truststore_certificates=pki.ca.cert.read_text()))
+
+
+def test_a_certificate_no_rule_maps_is_closed_with_one_line(pki: TestPki, caplog: pytest.LogCaptureFixture) -> None:
+    server = broker_side(pki, client_auth="required")
+    only_eng = PrincipalMapper("RULE:^CN=([^,]*),OU=eng,.*$/$1/")
+    bob = trusting(pki, keystore_type="PEM", keystore_location=str(pki.bob.keystore), key_password="bob-secret")
+    alice = trusting(pki, keystore_type="PEM", keystore_location=str(pki.alice.keystore))
+
+    async def main() -> None:
+        async with tls_echo(server, only_eng) as port:
+            try:
+                answer = await ask(port, bob)
+            except (ssl.SSLError, ConnectionError):
+                answer = ""
+            assert answer == ""
+            assert await ask(port, alice) == "User:alice|TLSv1.3"
+
+    with caplog.at_level(logging.WARNING, logger="odradek.security.tls"):
+        run(main)
+    lines = [r.getMessage() for r in caplog.records if "names no principal" in r.getMessage()]
+    assert len(lines) == 1 and "No rules apply to CN=bob,OU=ops,O=acme" in lines[0], lines
+
+
+def test_listener_tls_is_built_from_the_listeners_view_of_the_config(pki: TestPki) -> None:
+    config = BrokerConfig.build(overrides={
+        "ssl.keystore.type": "PEM", "listener.name.secure.ssl.keystore.location": str(pki.broker.keystore),
+        "listener.name.secure.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/U",
+    })
+    listener = ListenerTls.build(lambda name: config.for_listener("SECURE", name))
+    assert listener.mapper.principal("CN=alice,OU=eng,O=acme") == "User:ALICE"
+    with pytest.raises(TlsConfigError, match="needs a key store"):
+        ListenerTls.build(lambda name: config.for_listener("OTHER", name))
 
 
 def test_listener_prefixed_settings_win_on_their_listener(pki: TestPki) -> None:

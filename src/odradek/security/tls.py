@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.security.principal_mapping import NoMatchingRule, PrincipalMapper
 from odradek.security.x500 import CertificateFormatError, subject_rfc2253
 
 log = logging.getLogger(__name__)
@@ -250,3 +251,31 @@ def peer_subject(writer: asyncio.StreamWriter) -> str | None:
         return subject_rfc2253(der)
     except CertificateFormatError as exc:
         raise ssl.SSLError(f"client certificate's subject unreadable: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class ListenerTls:
+    """What an SSL or SASL_SSL listener needs: its server context and its principal mapping rules."""
+
+    context: ssl.SSLContext
+    mapper: PrincipalMapper
+
+    @classmethod
+    def build(cls, get: Callable[[str], Any]) -> ListenerTls:
+        """From the listener's view of the config (``lambda n: config.for_listener(listener, n)``); TlsConfigError
+        or ValueError (a bad mapping rule) when it cannot be served."""
+        return cls(server_context(TlsSettings.resolve(get)), PrincipalMapper(get("ssl.principal.mapping.rules")))
+
+    async def accept(self, writer: asyncio.StreamWriter, peer: str,
+                     timeout: float = HANDSHAKE_TIMEOUT_S) -> str | None:
+        """Run the handshake and name the client: ``User:<mapped subject>`` for a client certificate,
+        ``User:ANONYMOUS`` without one; None once the connection is closed (a failed handshake, a certificate no
+        rule maps), with one log line."""
+        if not await server_handshake(writer, self.context, peer, timeout):
+            return None
+        try:
+            return self.mapper.principal(peer_subject(writer))
+        except (NoMatchingRule, ssl.SSLError, ValueError) as exc:
+            log.warning("closing connection %s: its certificate names no principal (%s)", peer, exc)
+            writer.close()
+            return None
