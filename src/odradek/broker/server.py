@@ -51,14 +51,18 @@ from odradek.broker.txn.config import TxnConfig
 from odradek.broker.txn.service import Transactions
 from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller, TcpTransport
-from odradek.coordination import Backend
+from odradek.coordination import Backend, CoordinationError
 from odradek.coordination import znodes as zn
 from odradek.coordination.store import ConnectionLossError, SessionExpiredError
+from odradek.errors import KafkaError
 from odradek.log_limit import LogLimiter
 from odradek.observe.http import ObserveServer
 from odradek.observe.metrics import make_registry
 from odradek.security.listeners import Listener, advertised_host, listener_config
 from odradek.security.sasl import SaslSettings, sasl_settings
+from odradek.security.sasl_errors import SaslExchangeError
+from odradek.security.scram import ScramCredential, ScramFormatError
+from odradek.security.scram_store import read_credential
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -96,7 +100,7 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.listeners = listener_config(config.values, config.host, config.port)
         self.sasl: dict[str, SaslSettings] = {
-            listener.name: sasl_settings(config.values, listener.name, None)
+            listener.name: sasl_settings(config.values, listener.name, self._scram_credential)
             for listener in self.listeners.listeners if listener.sasl
         }
         for listener in self.listeners.listeners:
@@ -157,6 +161,13 @@ class Broker:
         # set when the broker stopped itself (every log directory failed); its process should exit, as Kafka's halts
         self.halted = asyncio.Event()
         self.serving = asyncio.Event()  # set once start-up is complete; requests wait for it, as Kafka's do
+
+    async def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential, read on each authentication (a change applies to the next one)."""
+        try:
+            return await read_credential(self.membership.current(), mechanism, user)
+        except (CoordinationError, KafkaError, ScramFormatError) as exc:
+            raise SaslExchangeError(f"Authentication failed: Credentials could not be obtained ({exc})") from None
 
     @property
     def stats(self) -> BrokerStats:

@@ -17,7 +17,7 @@ handshake after its session expired is closed. Decisions only: the connection do
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ from odradek.security.jaas import parse_one_module
 from odradek.security.listeners import listener_setting
 from odradek.security.plain import PlainServer
 from odradek.security.sasl_errors import SaslAuthenticationError, SaslExchangeError
+from odradek.security.scram_server import CredentialLookup, ScramServer
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
@@ -45,10 +46,6 @@ class MechanismServer(Protocol):
         ...
 
 
-CredentialLookup = Callable[[str, str], Awaitable[Any]]
-"""``(mechanism, username) -> ScramCredential | None``: where SCRAM finds its stored credentials."""
-
-
 @dataclass(frozen=True, slots=True)
 class SaslSettings:
     """What one SASL listener authenticates with."""
@@ -63,8 +60,6 @@ class SaslSettings:
     def server_for(self, mechanism: str) -> MechanismServer:
         if mechanism == "PLAIN":
             return PlainServer(self.plain_users)
-        from odradek.security.scram_server import ScramServer
-
         if self.credentials is None:
             raise SaslExchangeError("no SCRAM credential store")
         return ScramServer(mechanism, self.credentials)
