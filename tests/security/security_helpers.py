@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
+
+from confluent_kafka import KafkaError, Producer
 
 from brokers import peer_closed
 from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
@@ -79,3 +82,13 @@ class RawSasl:
 
 def sasl_connection(address: str) -> RawSasl:
     return RawSasl(address)
+
+
+def assert_refused(conf: dict[str, object]) -> None:
+    """librdkafka reports a refused authentication through the error callback, served by poll."""
+    errors: list[KafkaError] = []
+    producer = Producer({**conf, "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
+        producer.poll(0.2)
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors

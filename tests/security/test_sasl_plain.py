@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from security_helpers import PLAIN_JAAS, plain_token, sasl_connection
+from confluent_kafka import Consumer, Producer
+from security_helpers import PLAIN_JAAS, assert_refused, plain_token, sasl_connection
 
 from brokers import BrokerProcess, peer_closed, wait_for
 from odradek.client import KafkaConnection
@@ -100,16 +100,6 @@ def test_kafka_python_produces_consumes_and_joins_a_group_over_sasl_plain(broker
 def test_confluent_kafka_is_refused_with_an_authentication_error(broker: BrokerProcess, user: str, password: str,
                                                                  mechanism: str) -> None:
     assert_refused(_sasl_conf(broker, user, password, mechanism))
-
-
-def assert_refused(conf: dict[str, object]) -> None:
-    """librdkafka reports a refused authentication through the error callback, served by poll."""
-    errors: list[KafkaError] = []
-    producer = Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + 20
-    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
-        producer.poll(0.2)
-    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
 
 
 def test_kafka_python_wrong_password_is_an_authentication_error(broker: BrokerProcess,
