@@ -58,6 +58,7 @@ from odradek.errors import KafkaError
 from odradek.log_limit import LogLimiter
 from odradek.observe.http import ObserveServer
 from odradek.observe.metrics import make_registry
+from odradek.security.broker_client import OutgoingSecurity
 from odradek.security.listeners import Listener, advertised_host, listener_config
 from odradek.security.sasl import SaslSettings, sasl_settings
 from odradek.security.sasl_errors import SaslExchangeError
@@ -111,11 +112,14 @@ class Broker:
         self.port = first.port
         self.advertised: dict[str, tuple[str, int]] = {}
         """Every advertised listener's address, in order, once started (the first names the ready line)."""
+        self.outgoing = OutgoingSecurity.from_config(config.values, self.listeners)
+        """How this broker reaches the others (every outgoing broker connection opens with it)."""
         self.faults = FaultState()
         self.metadata = MetadataCache(cluster_id="")
         self.replicas = ReplicaManager(
             self.broker_id, self.clock, self.metadata,
-            FetchSettings(config["replica.fetch.max.bytes"], config["replica.fetch.wait.max.ms"]), self.faults,
+            FetchSettings(config["replica.fetch.max.bytes"], config["replica.fetch.wait.max.ms"], self.outgoing),
+            self.faults,
         )
         self.membership = Membership(backend, self.broker_id, int(config["zookeeper.session.timeout.ms"]),
                                      self.clock, self.faults)
@@ -129,7 +133,7 @@ class Broker:
         producer_ids = ProducerIdManager(ProducerIdBlocks(self.membership).allocate)
         self.transactions = Transactions(
             self.broker_id, self.clock, self.metadata, self.replicas, self.groups,
-            TxnConfig.from_values(config.values), producer_ids.next_id, self.faults,
+            TxnConfig.from_values(config.values), producer_ids.next_id, self.faults, self.outgoing,
         )
         self.replicas.listeners.append(self.transactions)
         self.controller_requests = ControllerRequests(self.membership, self.replicas, self.metadata,
@@ -137,7 +141,8 @@ class Broker:
         self.isr = IsrPropagation(self.membership, self.clock, lambda: self.controller_requests.controller_epoch)
         self.replicas.isr_writer = self._write_isr
         self.config_watch = ConfigWatch(self.membership, self.replicas.apply_topic_config)
-        self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed)
+        self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed,
+                                      security=self.outgoing)
         controller_props = config.properties()
         controller_props["inter.broker.listener.name"] = self.listeners.inter_broker
         self.controller = Controller(self.broker_id, self.membership.current_session, self.clock, self.transport,

@@ -46,3 +46,8 @@ class PlainServer:
         self.authorization_id = username
         self.complete = True
         return b""
+
+
+def plain_client_token(username: str, password: str) -> bytes:
+    """The client's one PLAIN message (no authorization id: the username is the principal)."""
+    return f"\0{username}\0{password}".encode()
