@@ -196,9 +196,13 @@ class Connection:
         name = api.__name__.rsplit(".", 1)[1].upper() if api is not None else f"key {key}"
         if auth.refusal(key, name) is not None:
             return await self._authentication_failed(None)
+        reauthentications = auth.reauthentications
         out = await self.dispatch(frame)
         if key == API_VERSIONS_KEY:
             auth.api_versions_answered()
+        if auth.reauthentications != reauthentications:
+            log.info("connection %s on listener %s re-authenticated as %s (session lifetime %d ms)", self.peer,
+                     self.listener_name, auth.principal, auth.settings.reauth_ms)
         if auth.failure is not None:
             return await self._authentication_failed(out)
         if out:

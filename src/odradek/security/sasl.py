@@ -148,6 +148,7 @@ class SaslConnection:
         """Why authentication failed: set, the connection answers (after the delay) and closes."""
         self.session_expires_ms: int | None = None
         self.supports_reauth = False
+        self.reauthentications = 0
         self._reauth_principal: str | None = None
         self._bad_mechanism_message = ""
 
@@ -238,9 +239,9 @@ class SaslConnection:
             if server.complete:
                 principal = f"User:{server.authorization_id}"
                 if self._reauth_principal is not None and principal != self._reauth_principal:
+                    before, after = (p.replace(":", ".", 1) for p in (self._reauth_principal, principal))
                     raise SaslAuthenticationError(
-                        f"Cannot change principals during re-authentication from {self._reauth_principal}: "
-                        f"{principal}")
+                        f"Cannot change principals during re-authentication from {before}: {after}")
         except SaslAuthenticationError as exc:
             self.fail(str(exc))
             return AuthenticateResult(ErrorCode.sasl_authentication_failed, str(exc), b"", 0)
@@ -251,6 +252,8 @@ class SaslConnection:
             return AuthenticateResult(ErrorCode.sasl_authentication_failed, message, b"", 0)
         lifetime = 0
         if server.complete:
+            if self._reauth_principal is not None:
+                self.reauthentications += 1
             self.principal = principal
             self._reauth_principal = None
             self.state = State.COMPLETE
