@@ -198,8 +198,8 @@ class Connection:
             return await self._authentication_failed(None)
         reauthentications = auth.reauthentications
         out = await self.dispatch(frame)
-        if key == API_VERSIONS_KEY:
-            auth.api_versions_answered()
+        if key == API_VERSIONS_KEY and int.from_bytes(frame[2:4], "big") <= self.services.apis[key].MAX_VERSION:
+            auth.api_versions_answered()  # a too-new version got KIP-511's error: the client may ask again
         if auth.reauthentications != reauthentications:
             log.info("connection %s on listener %s re-authenticated as %s (session lifetime %d ms)", self.peer,
                      self.listener_name, auth.principal, auth.settings.reauth_ms)
@@ -230,8 +230,9 @@ class Connection:
         if response:
             write_chunks(self.writer, response)
             await self.writer.drain()
+        reason = auth.failure or ""
         log.info("closing connection %s on listener %s: failed authentication (%s)", self.peer, self.listener_name,
-                 auth.failure)
+                 reason if reason.isprintable() else ascii(reason))  # client bytes: never raw into the log
         return False
 
     async def _produce(self, frame: bytes, started: float) -> Any:
