@@ -68,6 +68,17 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "request.timeout.ms": (int, 30000),
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connect": (str, None),
+    # Listeners and security (issue 14): Kafka's names and defaults; see odradek.security.listeners
+    "listeners": (str, None),
+    "advertised.listeners": (str, None),
+    "listener.security.protocol.map": (
+        str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    "inter.broker.listener.name": (str, None),
+    "security.inter.broker.protocol": (str, "PLAINTEXT"),
+    "sasl.enabled.mechanisms": (str, "GSSAPI"),
+    "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
+    "connection.failed.authentication.delay.ms": (int, 100),
+    "connections.max.reauth.ms": (int, 0),
     # TLS (security/tls.py): Kafka's names and defaults. Kafka's stores default to JKS; odradek reads PEM only and
     # says so when a listener needs a keystore of another type.
     "ssl.keystore.type": (str, "JKS"),
@@ -97,7 +108,10 @@ SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.trustst
 
 LISTENER_PREFIX = "listener.name."
 """Kafka's per-listener overrides: ``listener.name.<listener, lower case>.<config>`` wins over ``<config>`` on that
-listener (KafkaConfig.valuesWithPrefixOverride)."""
+listener (KafkaConfig.valuesWithPrefixOverride). One of our own configs under it is typed as that config; any other
+name under it (``listener.name.sasl_plaintext.plain.sasl.jaas.config``, ...) is accepted as a string, as Kafka
+accepts them; read through :func:`odradek.security.listeners.listener_setting` or
+:meth:`BrokerConfig.for_listener`."""
 
 LISTENER_OVERRIDABLE = ("ssl.", "max.connections")
 
@@ -111,6 +125,7 @@ def listener_override_base(name: str) -> str | None:
     if not listener or not dot or base not in BROKER_DEFAULTS or not base.startswith(LISTENER_OVERRIDABLE):
         return None
     return base
+
 
 def _parse(name: str, kind: type, raw: str) -> Any:
     if kind is bool:
@@ -141,6 +156,9 @@ class BrokerConfig:
             base = listener_override_base(name)
             if base is not None:
                 values[name] = _parse(name, BROKER_DEFAULTS[base][0], raw)
+                continue
+            if name.startswith(LISTENER_PREFIX) and len(name.split(".")) > 3:
+                values[name] = raw
                 continue
             if name not in BROKER_DEFAULTS:
                 raise ValueError(f"unknown broker config {name!r}")
