@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.security.tls import TLS_DEFAULTS
+
 # name -> (type, default)
 BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "broker.id": (int, 0),
@@ -79,23 +81,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
     "connection.failed.authentication.delay.ms": (int, 100),
     "connections.max.reauth.ms": (int, 0),
-    # TLS (security/tls.py): Kafka's names and defaults. Kafka's stores default to JKS; odradek reads PEM only and
-    # says so when a listener needs a keystore of another type.
-    "ssl.keystore.type": (str, "JKS"),
-    "ssl.keystore.location": (str, None),
-    "ssl.keystore.password": (str, None),
-    "ssl.keystore.key": (str, None),
-    "ssl.keystore.certificate.chain": (str, None),
-    "ssl.key.password": (str, None),
-    "ssl.truststore.type": (str, "JKS"),
-    "ssl.truststore.location": (str, None),
-    "ssl.truststore.password": (str, None),
-    "ssl.truststore.certificates": (str, None),
-    "ssl.client.auth": (str, "none"),
-    "ssl.protocol": (str, "TLSv1.3"),
-    "ssl.enabled.protocols": (str, "TLSv1.2,TLSv1.3"),
-    "ssl.endpoint.identification.algorithm": (str, "https"),
-    "ssl.principal.mapping.rules": (str, "DEFAULT"),
+    **TLS_DEFAULTS,  # ssl.*: security/tls.py holds their names and Kafka's defaults
     # connection limits (broker/limits.py); Kafka's max.connections and max.connections.per.ip are Integer.MAX
     "max.connections": (int, 2147483647),
     "max.connections.per.ip": (int, 2147483647),

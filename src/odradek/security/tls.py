@@ -43,12 +43,26 @@ PROTOCOLS = {
 }
 PROTOCOL_CEILING = {"TLS": ssl.TLSVersion.MAXIMUM_SUPPORTED, **PROTOCOLS}
 HANDSHAKE_TIMEOUT_S = 10.0
-SETTINGS = (
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.key",
-    "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
-    "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.protocol",
-    "ssl.enabled.protocols", "ssl.endpoint.identification.algorithm",
-)
+TLS_DEFAULTS: dict[str, tuple[type, Any]] = {
+    # Kafka's names and defaults (the broker's config table takes them from here). Kafka's stores default to JKS;
+    # odradek reads PEM only and says so when a listener needs a store of another type.
+    "ssl.keystore.type": (str, "JKS"),
+    "ssl.keystore.location": (str, None),
+    "ssl.keystore.password": (str, None),
+    "ssl.keystore.key": (str, None),
+    "ssl.keystore.certificate.chain": (str, None),
+    "ssl.key.password": (str, None),
+    "ssl.truststore.type": (str, "JKS"),
+    "ssl.truststore.location": (str, None),
+    "ssl.truststore.password": (str, None),
+    "ssl.truststore.certificates": (str, None),
+    "ssl.client.auth": (str, "none"),
+    "ssl.protocol": (str, "TLSv1.3"),
+    "ssl.enabled.protocols": (str, "TLSv1.2,TLSv1.3"),
+    "ssl.endpoint.identification.algorithm": (str, "https"),
+    "ssl.principal.mapping.rules": (str, "DEFAULT"),
+}
+SETTINGS = tuple(name for name in TLS_DEFAULTS if name != "ssl.principal.mapping.rules")
 
 
 class TlsConfigError(ValueError):
@@ -70,9 +84,7 @@ class TlsSettings:
     def of(cls, **values: Any) -> TlsSettings:
         """Settings from keyword arguments with Kafka's names dotted as underscores, the rest at Kafka's defaults
         (tests and embedded use)."""
-        from odradek.broker.config import BROKER_DEFAULTS
-
-        resolved = {name: BROKER_DEFAULTS[name][1] for name in SETTINGS}
+        resolved = {name: TLS_DEFAULTS[name][1] for name in SETTINGS}
         for key, value in values.items():
             name = "ssl." + key.replace("_", ".")
             if name not in resolved:
