@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.security.listeners import listener_setting
 from odradek.security.tls import TLS_DEFAULTS
 
 # name -> (type, default)
@@ -158,10 +159,7 @@ class BrokerConfig:
 
     def for_listener(self, listener: str, name: str) -> Any:
         """``name`` as the listener ``listener`` sees it: its ``listener.name.<l>.`` override, else the broker's."""
-        prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
-        if prefixed in self.values:
-            return self.values[prefixed]
-        return self.values[name]
+        return listener_setting(self.values, listener, name)
 
     @property
     def broker_id(self) -> int:
