@@ -6,6 +6,11 @@ partition are appended in the order it sent them. Anything unparseable closes th
 line naming the peer and the reason. A handler that fails on a well-formed request is our bug, not the client's:
 it is logged as an internal error with its traceback and answered with UNKNOWN_SERVER_ERROR where the response has a
 top-level error code (otherwise the connection is closed, and the client retries).
+
+On a SASL listener (:mod:`odradek.security.sasl`) the connection serves only ApiVersions, SaslHandshake and
+SaslAuthenticate (and raw v0 tokens) until the client has authenticated; anything else, a failed exchange, or a
+request after the session expired closes it with one log line, after ``connection.failed.authentication.delay.ms``
+where Kafka delays it. The principal the exchange establishes is what every later request carries.
 """
 
 from __future__ import annotations
