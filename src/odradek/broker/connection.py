@@ -20,6 +20,8 @@ import logging
 import time
 from typing import Any, Protocol
 
+from kio.index import load_response_schema
+
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.faults import FaultState
 from odradek.broker.services import Services
@@ -199,8 +201,11 @@ class Connection:
             return False
         api = self.services.apis.get(key)
         name = api.__name__.rsplit(".", 1)[1].upper() if api is not None else f"key {key}"
+        exchanging = auth.state is State.AUTHENTICATE
         if auth.refusal(key, name) is not None:
-            return await self._authentication_failed(None)
+            # Kafka answers a stray request during the token exchange with that request's error response
+            # (ILLEGAL_SASL_STATE); during the handshake it just closes
+            return await self._authentication_failed(self._illegal_sasl_state(frame) if exchanging else None)
         reauthentications = auth.reauthentications
         out = await self.dispatch(frame)
         if key == API_VERSIONS_KEY and int.from_bytes(frame[2:4], "big") <= self.services.apis[key].MAX_VERSION:
@@ -215,6 +220,20 @@ class Connection:
             await self.writer.drain()
         self._take_principal()
         return True
+
+    def _illegal_sasl_state(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
+        """ILLEGAL_SASL_STATE as the request's own response, where that response has a top-level error code."""
+        try:
+            key, version, correlation_id = peek_key_version(frame)
+        except FrameError:
+            return None
+        api = self.services.apis.get(key)
+        if api is None or getattr(api, "RAW", False) or not api.MIN_VERSION <= version <= api.MAX_VERSION:
+            return None
+        cls = load_response_schema(key, version)
+        if "error_code" not in cls.__dataclass_fields__:
+            return None
+        return encode_response(correlation_id, empty_entity(cls, error_code=ErrorCode.illegal_sasl_state))
 
     def _take_principal(self) -> None:
         auth = self.sasl
