@@ -250,7 +250,7 @@ class Connection:
         assert auth is not None
         delay_ms = auth.settings.failed_delay_ms
         if delay_ms > 0:
-            await asyncio.sleep(delay_ms / 1000)
+            await self.listener.clock.sleep(delay_ms / 1000)
         if response:
             write_chunks(self.writer, response)
             await self.writer.drain()
