@@ -6,6 +6,11 @@ partition are appended in the order it sent them. Anything unparseable closes th
 line naming the peer and the reason. A handler that fails on a well-formed request is our bug, not the client's:
 it is logged as an internal error with its traceback and answered with UNKNOWN_SERVER_ERROR where the response has a
 top-level error code (otherwise the connection is closed, and the client retries).
+
+On a SASL listener (:mod:`odradek.security.sasl`) the connection serves only ApiVersions, SaslHandshake and
+SaslAuthenticate (and raw v0 tokens) until the client has authenticated; anything else, a failed exchange, or a
+request after the session expired closes it with one log line, after ``connection.failed.authentication.delay.ms``
+where Kafka delays it. The principal the exchange establishes is what every later request carries.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import asyncio
 import logging
 import time
 from typing import Any, Protocol
+
+from kio.index import load_response_schema
 
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.faults import FaultState
@@ -194,8 +201,11 @@ class Connection:
             return False
         api = self.services.apis.get(key)
         name = api.__name__.rsplit(".", 1)[1].upper() if api is not None else f"key {key}"
+        exchanging = auth.state is State.AUTHENTICATE
         if auth.refusal(key, name) is not None:
-            return await self._authentication_failed(None)
+            # Kafka answers a stray request during the token exchange with that request's error response
+            # (ILLEGAL_SASL_STATE); during the handshake it just closes
+            return await self._authentication_failed(self._illegal_sasl_state(frame) if exchanging else None)
         reauthentications = auth.reauthentications
         out = await self.dispatch(frame)
         if key == API_VERSIONS_KEY and int.from_bytes(frame[2:4], "big") <= self.services.apis[key].MAX_VERSION:
@@ -210,6 +220,20 @@ class Connection:
             await self.writer.drain()
         self._take_principal()
         return True
+
+    def _illegal_sasl_state(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
+        """ILLEGAL_SASL_STATE as the request's own response, where that response has a top-level error code."""
+        try:
+            key, version, correlation_id = peek_key_version(frame)
+        except FrameError:
+            return None
+        api = self.services.apis.get(key)
+        if api is None or getattr(api, "RAW", False) or not api.MIN_VERSION <= version <= api.MAX_VERSION:
+            return None
+        cls = load_response_schema(key, version)
+        if "error_code" not in cls.__dataclass_fields__:
+            return None
+        return encode_response(correlation_id, empty_entity(cls, error_code=ErrorCode.illegal_sasl_state))
 
     def _take_principal(self) -> None:
         auth = self.sasl
@@ -226,7 +250,7 @@ class Connection:
         assert auth is not None
         delay_ms = auth.settings.failed_delay_ms
         if delay_ms > 0:
-            await asyncio.sleep(delay_ms / 1000)
+            await self.listener.clock.sleep(delay_ms / 1000)
         if response:
             write_chunks(self.writer, response)
             await self.writer.drain()

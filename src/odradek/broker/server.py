@@ -158,6 +158,7 @@ class Broker:
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None
         self._servers: list[asyncio.base_events.Server] = []
+        self._bound_ports: dict[str, int] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -241,6 +242,7 @@ class Broker:
                                                 listener.port, limit=1 << 20)
             self._servers.append(server)
             bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
+        self._bound_ports = {name: port for name, (_host, port) in bound.items()}
         self.advertised = {}
         for listener in self.listeners.advertised:
             port = listener.port or bound[listener.name][1]
@@ -249,10 +251,8 @@ class Broker:
 
     @property
     def bound_ports(self) -> dict[str, int]:
-        """Each listener's bound port (a restart binds the same ones again)."""
-        return {name: server.sockets[0].getsockname()[1]
-                for name, server in zip((lst.name for lst in self.listeners.listeners), self._servers, strict=False)
-                if server.sockets}
+        """Each listener's bound port, kept after a stop (a restart binds the same ones again)."""
+        return dict(self._bound_ports)
 
     def _log_dir_failed(self, logs: LogManager, directory: Path) -> None:
         """Kafka's LogDirFailureHandler: tell the controller (it asks which replicas are offline and moves their
