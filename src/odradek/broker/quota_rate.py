@@ -31,7 +31,7 @@ class _Sample:
 class Rate:
     """Kafka's ``Rate(WindowedSum)`` in units per second, for one sensor."""
 
-    __slots__ = ("samples", "window_ms", "_samples", "_current")
+    __slots__ = ("_current", "_samples", "samples", "window_ms")
 
     def __init__(self, samples: int, window_ms: int) -> None:
         if samples < 1 or window_ms < 1:

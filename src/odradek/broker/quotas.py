@@ -167,6 +167,7 @@ class ClientQuotaManager:
         """The bound for a sensor's tags, most specific entity first (None: unlimited)."""
         user, client_id = tags
         get = self.overrides.get
+        candidates: tuple[tuple[str | None, str | None], ...]
         if user and client_id:
             candidates = ((user, client_id), (user, DEFAULT), (DEFAULT, client_id), (DEFAULT, DEFAULT))
         elif user:
@@ -245,6 +246,11 @@ class ClientQuotas:
 
     @classmethod
     def create(cls, samples: int = 11, window_s: int = 1) -> ClientQuotas:
+        """Managers of ``samples`` windows of ``window_s`` seconds (``quota.window.num``,
+        ``quota.window.size.seconds``; Kafka requires both at least 1)."""
+        if samples < 1 or window_s < 1:
+            raise ValueError(f"quota.window.num ({samples}) and quota.window.size.seconds ({window_s}) must be >= 1")
+
         def make() -> ClientQuotaManager:
             return ClientQuotaManager(samples, window_s * 1000)
 
