@@ -105,7 +105,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         throttle = services.quotas.throttle_fetch(ctx.principal, ctx.client_id, sum(len(b) for b in encoded))
         if throttle > 0:
             ctx.throttle_ms = throttle
-            return Encoded(encode_fetch_response(ctx.api_version, [], throttle))
+            return Encoded(encode_fetch_response(ctx.api_version, [], throttle_ms=throttle))
         for name, _topic_id, results in topics:
             for result in results:
                 if result.size:
