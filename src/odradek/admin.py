@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kio.index import load_request_schema
@@ -139,7 +139,7 @@ def alter_client_quotas(
 
 
 def describe_client_quotas(
-    conn: KafkaConnection, components: list[tuple[str, int, str | None]], strict: bool = False,
+    conn: KafkaConnection, components: Sequence[tuple[str, int, str | None]], strict: bool = False,
 ) -> list[tuple[QuotaEntityParts, dict[str, float]]]:
     """The entities matching ``(entity type, match type, match)`` components (match type 0: exact name, 1: the
     default, 2: any) and their quotas; KafkaError for a refused filter."""
