@@ -209,6 +209,11 @@ def test_stored_values_as_kafka_writes_them() -> None:
     with pytest.raises(ValueError, match="must be a LONG value"):
         quota_text("consumer_byte_rate", 10.5)
     assert quota_text("request_percentage", 25) == "25.0"
+    for bad in (math.nan, math.inf, 2.0**64):
+        with pytest.raises(ValueError):
+            quota_text("producer_byte_rate", bad)
+    with pytest.raises(ValueError, match="finite"):
+        quota_text("request_percentage", math.nan)
     assert quota_values({"producer_byte_rate": "1024", "SCRAM-SHA-256": "salt=..."}) == {"producer_byte_rate": 1024.0}
 
 

@@ -271,7 +271,9 @@ class ClientQuotas:
                 try:
                     bound = float(int(raw)) if kind is int else float(raw)
                 except ValueError:
-                    bound = None  # a hand-edited bad value: as if unset (the caller logs the znode)
+                    bound = None  # a hand-edited bad value: as if unset
+                if bound is not None and math.isnan(bound):
+                    bound = None
             manager.update_quota(entity, bound)
 
 
@@ -292,11 +294,14 @@ def quota_values(config: Mapping[str, str]) -> dict[str, float]:
 def quota_text(key: str, value: float) -> str:
     """How a quota value is stored, as Kafka's ZkAdminManager writes it: a LONG key must be a whole number (within
     1e-6) and is written as one, a DOUBLE as Java's ``Double.toString`` gives it for ordinary values ("25.0").
-    Raises ValueError with Kafka's message otherwise; KeyError for a key that is no quota."""
+    Raises ValueError with Kafka's message otherwise (and for NaN or an infinity, which Kafka would store and no
+    rate could be compared with); KeyError for a key that is no quota."""
     kind = QUOTA_KEYS[key]
     if kind is float:
+        if not math.isfinite(value):
+            raise ValueError(f"Configuration {key} must be a finite DOUBLE value")
         return repr(float(value))
-    if not math.isfinite(value):
+    if not math.isfinite(value) or not -(2**63) <= value <= 2**63 - 1:
         raise ValueError(f"Configuration {key} must be a LONG value")
     whole = int(value + 1e-6)
     if abs(whole - value) > 1e-6:
