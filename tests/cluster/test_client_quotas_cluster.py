@@ -3,6 +3,7 @@ notification, and the other broker throttles a producer writing to the partition
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from confluent_kafka import Producer, ThrottleEvent
@@ -32,6 +33,9 @@ def test_a_quota_altered_through_one_broker_is_enforced_by_another(
         return c.run(lambda: c.broker(broker_id).client_quotas.quotas.produce.quota("ANONYMOUS", "limited-app"))
 
     wait_for(lambda: quota_on(first) == QUOTA and quota_on(second) == QUOTA, 30, what="quota on both brokers")
+    # the embedded store holds Kafka's znodes, as ZooKeeper would
+    assert json.loads(c.znode("/config/users/ANONYMOUS/clients/limited-app") or b"") == {
+        "version": 1, "config": {"producer_byte_rate": str(QUOTA)}}
 
     throttled_by: set[int] = set()
 
