@@ -7,17 +7,21 @@ which is printed.
 
 Client quotas (``--entity-type users`` and/or ``clients``, each followed by ``--entity-name NAME`` or
 ``--entity-default``, paired in the order given as kafka-configs.sh pairs them) go through DescribeClientQuotas and
-AlterClientQuotas (KIP-546), with kafka-configs.sh's checks and messages. SCRAM credentials are not quotas and are
-not handled here.
+AlterClientQuotas (KIP-546), with kafka-configs.sh's checks and messages. A lone ``users`` entity also carries SCRAM
+credentials (:mod:`odradek.cli_scram`): an ``--add-config`` of ``SCRAM-SHA-*`` keys goes there, never together with
+quota keys (kafka-configs.sh refuses that too), and ``--describe`` of users lists both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-from odradek.cli_output import admin_client, wait_result
+from odradek.cli_output import admin_client, kafka_config, wait_result
+from odradek.cli_scram import SCRAM_MECHANISMS, alter_users, describe_users, read_command_config
 
 ENTITY_TYPES = ("topics", "brokers", "users", "clients")
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id"}
@@ -105,12 +109,15 @@ def _resource(entity_type: str, name: str, **kwargs: Any) -> Any:
 @click.option("--add-config", "add_config", default=None, help="k1=v1,k2=[v1,v2,v2],k3=v3")
 @click.option("--delete-config", "delete_config", multiple=True, help="k1,k2 (repeatable)")
 @click.option("--all", "show_all", is_flag=True, help="with --describe: every config, not only the dynamic ones")
+@click.option("--command-config", "command_config", default=None, type=click.Path(path_type=Path, exists=True),
+              help="client properties (security.protocol, sasl.mechanism, sasl.username, ...)")
 def configs(
     bootstrap: str, action: str | None, entity_types: tuple[str, ...], entity_names: tuple[str, ...],
     entity_default: tuple[bool, ...], topic: str | None, broker: str | None, add_config: str | None,
-    delete_config: tuple[str, ...], show_all: bool,
+    delete_config: tuple[str, ...], show_all: bool, command_config: Path | None,
 ) -> None:
-    """Describe and alter topic, broker and client-quota configs, as kafka-configs.sh does."""
+    """Describe and alter topic, broker, user (quotas, SCRAM credentials) and client-quota configs, as
+    kafka-configs.sh does."""
     if action is None:
         raise click.UsageError("Command must include exactly one action: --describe, --alter")
     names_in_order = _paired_names(click.get_current_context().meta.get("entity_order", []), entity_names)
@@ -126,14 +133,24 @@ def configs(
         raise click.UsageError(f"Duplicate entity type(s) specified: {','.join(duplicates)}")
     if len(entity_types) > 1 and set(entity_types) != set(QUOTA_ENTITY_TYPES):
         raise click.UsageError("Only 'users' and 'clients' entity types may be specified together")
+    client_properties = read_command_config(command_config)
+
+    def make_admin() -> Any:
+        if client_properties:
+            from confluent_kafka.admin import AdminClient
+
+            return AdminClient({**kafka_config(bootstrap), **client_properties})
+        return admin_client(bootstrap)
+
     if entity_types[0] in QUOTA_ENTITY_TYPES:
-        _quota_configs(bootstrap, action, list(entity_types), names_in_order, add_config, delete_config)
+        _client_configs(bootstrap, make_admin, client_properties, action, list(entity_types), names_in_order,
+                        add_config, delete_config)
         return
     if "" in names_in_order:
         raise click.UsageError(f"--entity-default must not be specified with --{action} of {entity_types[0]}")
     entity_type = entity_types[0]
     entity_name = names_in_order[0] if names_in_order else None
-    admin = admin_client(bootstrap)
+    admin = make_admin()
     singular = entity_type[:-1]
     if action == "describe":
         names = [entity_name] if entity_name else _all_names(admin, entity_type)
@@ -189,14 +206,50 @@ def _entity_text(entity: list[tuple[str, str | None]]) -> str:
     return ", ".join(f"{labels[t]} '{n}'" if n is not None else f"the default {labels[t]}" for t, n in entity)
 
 
-def _quota_configs(bootstrap: str, action: str, types: list[str], names: list[str], add_config: str | None,
-                   delete_config: tuple[str, ...]) -> None:
+def _client_configs(bootstrap: str, admin: Callable[[], Any], client_properties: dict[str, str], action: str,
+                    types: list[str], names: list[str], add_config: str | None, delete_config: tuple[str, ...],
+                    ) -> None:
+    """users and clients: quotas, and for a lone users entity SCRAM credentials, as ConfigCommand splits them."""
+    lone_user = types == ["users"]
+    user = names[0] if lone_user and names else None
+    if action == "describe":
+        _quota_configs(bootstrap, client_properties, action, types, names, add_config, delete_config)
+        if lone_user and user != "":
+            describe_users(admin(), user)
+        return
+    added = parse_add_config(add_config) if add_config else {}
+    deleted = [n.strip() for item in delete_config for n in item.split(",") if n.strip()]
+    scram = [k for k in [*added, *deleted] if k in SCRAM_MECHANISMS]
+    if not scram:
+        _quota_configs(bootstrap, client_properties, action, types, names, add_config, delete_config)
+        return
+    if not lone_user:
+        raise click.UsageError(f"Only quota configs can be {'added' if set(scram) & set(added) else 'deleted'} for "
+                               f"'clients' using --bootstrap-server. Unexpected config names: {','.join(scram)}")
+    unknown = [k for k in [*added, *deleted] if k not in SCRAM_MECHANISMS and k not in QUOTA_KEYS]
+    if unknown:
+        raise click.UsageError("Only quota and SCRAM credential configs can be added for 'users' using "
+                               f"--bootstrap-server. Unexpected config names: {','.join(unknown)}")
+    if not user:
+        raise click.UsageError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                               "Credentials using --bootstrap-server.")
+    if len(scram) != len(added) + len(deleted):
+        raise click.UsageError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                               "using --bootstrap-server.")
+    alter_users(admin(), user, added, deleted)
+
+
+def _quota_configs(bootstrap: str, client_properties: dict[str, str], action: str, types: list[str],
+                   names: list[str], add_config: str | None, delete_config: tuple[str, ...]) -> None:
     from odradek.admin import alter_client_quotas, describe_client_quotas
     from odradek.client import KafkaConnection
     from odradek.errors import ErrorCode, KafkaError
 
     if len(names) > len(types):
         raise click.UsageError("More entity names specified than entity types")
+    if client_properties.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+        raise click.UsageError("client quotas are read and altered over a PLAINTEXT listener only (odradek's own "
+                               "client has no SASL yet)")
     # DescribeClientQuotas filter components: a name is an exact match, a default the default, none any name.
     components = [
         (QUOTA_ENTITY_TYPES[t], 2, None) if i >= len(names) else
@@ -220,15 +273,13 @@ def _quota_configs(bootstrap: str, action: str, types: list[str], names: list[st
         deleted = [n.strip() for item in delete_config for n in item.split(",") if n.strip()]
         if not added and not deleted:
             raise click.UsageError("--alter needs --add-config or --delete-config")
+        allowed = "quota configs" if "clients" in types else "quota and SCRAM credential configs"
         kind = "clients" if "clients" in types else "users"
-        unknown = [k for k in added if k not in QUOTA_KEYS]
-        if unknown:
-            raise click.UsageError(f"Only quota configs can be added for '{kind}' using --bootstrap-server. "
-                                   f"Unexpected config names: {','.join(unknown)}")
-        unknown = [k for k in deleted if k not in QUOTA_KEYS]
-        if unknown:
-            raise click.UsageError(f"Only quota configs can be deleted for '{kind}' using --bootstrap-server. "
-                                   f"Unexpected config names: {','.join(unknown)}")
+        for verb, keys in (("added", added), ("deleted", deleted)):
+            unknown = [k for k in keys if k not in QUOTA_KEYS]
+            if unknown:
+                raise click.UsageError(f"Only {allowed} can be {verb} for '{kind}' using --bootstrap-server. "
+                                       f"Unexpected config names: {','.join(unknown)}")
         current = found[0][1] if found else {}
         missing = [k for k in deleted if k not in current]
         if missing:
@@ -247,3 +298,4 @@ def _quota_configs(bootstrap: str, action: str, types: list[str], names: list[st
         click.echo(f"Completed updating config for {types[0][:-1]} {names[0]}.")
     else:
         click.echo(f"Completed updating default config for {types[0]} in the cluster.")
+

@@ -5,6 +5,10 @@ list, or an empty list before v1). Unknown topics are auto-created with the brok
 it (always before v4) and ``auto.create.topics.enable`` is true, otherwise UNKNOWN_TOPIC_OR_PARTITION; invalid
 names get INVALID_TOPIC_EXCEPTION. v10+ topics can be named by id. The response is hand-encoded; the all-topics
 answer is cached per metadata version so clients polling metadata cost one dictionary lookup.
+
+The brokers are those with an endpoint on the listener the client came through, at that endpoint's address (Kafka
+leaves the others out); a partition whose live leader has no such endpoint has no leader here and answers
+LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE, as Kafka's metadata cache does.
 """
 
 from __future__ import annotations
@@ -27,16 +31,20 @@ log = logging.getLogger(__name__)
 # Encoded all-topics answers per metadata cache (weakly: a stopped broker's cache takes its answers with it; keyed by
 # id() they could be served by a later broker whose cache was allocated at the same address), then per
 # (request version, cache version).
-_answers: weakref.WeakKeyDictionary[MetadataCache, dict[tuple[int, int], Encoded]] = weakref.WeakKeyDictionary()
+_answers: weakref.WeakKeyDictionary[MetadataCache, dict[tuple[int, int, str], Encoded]] = weakref.WeakKeyDictionary()
 
 
-def topic_entry(meta: TopicMeta, live: set[int]) -> MetadataTopic:
+def topic_entry(meta: TopicMeta, live: set[int], reachable: set[int], version: int) -> MetadataTopic:
+    """``live``: every live broker; ``reachable``: those with an endpoint on the client's listener."""
     parts = []
     for p in sorted(meta.partitions.values(), key=lambda p: p.partition):
         offline = [r for r in p.replicas if r not in live]
         # a leader that is no longer a live broker leads nothing: clients must wait and retry, not connect to it
-        leader = p.leader if p.leader in live else -1
-        error = ErrorCode.leader_not_available if leader < 0 else ErrorCode.none
+        leader = p.leader if p.leader in reachable else -1
+        error = ErrorCode.none
+        if leader < 0:
+            unlisted = p.leader in live and version >= 6
+            error = ErrorCode.listener_not_found if unlisted else ErrorCode.leader_not_available
         parts.append(
             MetadataPartition(p.partition, leader, p.leader_epoch, p.replicas, p.isr, offline, int(error))
         )
@@ -49,14 +57,16 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     version = ctx.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
-    key = (version, cache.version)
+    key = (version, cache.version, ctx.listener)
     answers = _answers.setdefault(cache, {})
     if all_topics and key in answers:
         return answers[key]
     live = set(cache.brokers)
+    on_listener = cache.brokers_on(ctx.listener)
+    reachable = {b.broker_id for b in on_listener}
     entries: list[MetadataTopic] = []
     if all_topics:
-        entries = [topic_entry(t, live) for t in cache.topics.values()]
+        entries = [topic_entry(t, live, reachable, version) for t in cache.topics.values()]
     else:
         allow_create = (
             getattr(request, "allow_auto_topic_creation", True) and services.config["auto.create.topics.enable"]
@@ -69,7 +79,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                 if meta is None:
                     entries.append(MetadataTopic(None, topic_id, [], error_code=int(ErrorCode.unknown_topic_id)))
                 else:
-                    entries.append(topic_entry(meta, live))
+                    entries.append(topic_entry(meta, live, reachable, version))
                 continue
             meta = cache.topics.get(name)
             if meta is None and allow_create:
@@ -82,8 +92,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     error = ErrorCode.invalid_topic_exception
                 entries.append(MetadataTopic(name, None, [], error_code=int(error)))
             else:
-                entries.append(topic_entry(meta, live))
-    brokers = [(b.broker_id, b.host, b.port, b.rack) for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+                entries.append(topic_entry(meta, live, reachable, version))
+    brokers = [(b.broker_id, b.host, b.port, b.rack) for b in on_listener]
     encoded = Encoded(encode_metadata_response(version, brokers, cache.cluster_id, cache.controller_id, entries))
     if all_topics:
         if len(answers) > 16:
