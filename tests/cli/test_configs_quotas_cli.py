@@ -66,3 +66,28 @@ def test_quota_configs_alter_and_describe(cluster: ThreadedCluster, cli: Callabl
                       "--add-config", "producer_byte_rate=1")
     assert refused.exit_code == 2 and "must be specified with each --entity-type" in refused.output
     assert ([("client-id", client)], {"producer_byte_rate": 1024.0}) in stored(bootstrap)
+
+
+def test_users_carry_quotas_and_scram_credentials(
+    cluster: ThreadedCluster, cli: Callable[..., Result], name: str,
+) -> None:
+    """A lone users entity takes quota keys or SCRAM credentials, never both at once (ConfigCommand's split), and
+    --describe lists both; neither change drops the other's keys from the shared znode."""
+    bootstrap = cluster.bootstrap
+
+    def configs(*args: str) -> Result:
+        return cli("configs", "--bootstrap-server", bootstrap, *args)
+
+    user = ("--entity-type", "users", "--entity-name", name)
+    assert configs("--alter", *user, "--add-config", "SCRAM-SHA-256=[iterations=4096,password=pw]").exit_code == 0
+    assert configs("--alter", *user, "--add-config", "producer_byte_rate=2048").exit_code == 0
+    shown = configs("--describe", *user).stdout.splitlines()
+    assert shown == [f"Quota configs for user-principal '{name}' are producer_byte_rate=2048.0",
+                     f"SCRAM credential configs for user-principal '{name}' are SCRAM-SHA-256=iterations=4096"]
+
+    both = configs("--alter", *user, "--add-config", "producer_byte_rate=1,SCRAM-SHA-512=[password=pw]")
+    assert both.exit_code == 2 and "Cannot alter both quota and SCRAM credential configs" in both.output
+    default = configs("--alter", "--entity-type", "users", "--entity-default", "--add-config",
+                      "SCRAM-SHA-512=[password=pw]")
+    assert default.exit_code == 2 and "--entity-default or --user-defaults is not allowed" in default.output
+    assert configs("--describe", *user).stdout.splitlines() == shown
