@@ -66,6 +66,9 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "transactional.id.expiration.ms": (int, 604800000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "request.timeout.ms": (int, 30000),
+    # client quotas: Kafka's sensors keep quota.window.num samples of quota.window.size.seconds each
+    "quota.window.num": (int, 11),
+    "quota.window.size.seconds": (int, 1),
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connect": (str, None),
     # Listeners and security (issue 14): Kafka's names and defaults; see odradek.security.listeners

@@ -3,9 +3,11 @@
 Like Kafka's SocketServer, a connection has one request in flight inside the broker at a time (Kafka mutes the
 channel until the response is sent), so pipelined requests are answered in order and a producer's batches for a
 partition are appended in the order it sent them. Anything unparseable closes this connection only, with one log
-line naming the peer and the reason. A handler that fails on a well-formed request is our bug, not the client's:
-it is logged as an internal error with its traceback and answered with UNKNOWN_SERVER_ERROR where the response has a
-top-level error code (otherwise the connection is closed, and the client retries).
+line naming the peer and the reason. A client over its quota (Kafka's KIP-219) gets its response at once, with the
+throttle time in it, and then nothing more is read from it until the throttle time has passed. A handler that fails
+on a well-formed request is our bug, not the client's: it is logged as an internal error with its traceback and
+answered with UNKNOWN_SERVER_ERROR where the response has a top-level error code (otherwise the connection is
+closed, and the client retries).
 
 On a SASL listener (:mod:`odradek.security.sasl`) the connection serves only ApiVersions, SaslHandshake and
 SaslAuthenticate (and raw v0 tokens) until the client has authenticated; anything else, a failed exchange, or a
@@ -120,6 +122,7 @@ class Connection:
         self.sasl = SaslConnection(sasl, listener.clock.monotonic_ms) if sasl is not None else None
         self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
         self._parked = 0
+        self._muted_until_ms = 0  # on the quota clock: the client is throttled until then
 
     async def serve(self) -> None:
         max_bytes = self.services.config["socket.request.max.bytes"]
@@ -130,6 +133,7 @@ class Connection:
             await listener.serving.wait()
             while not (listener.stopping or listener.faults.isolated):
                 await listener.faults.resumed.wait()
+                await self._throttled()
                 try:
                     prefix = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError as exc:
@@ -148,6 +152,7 @@ class Connection:
                 except asyncio.IncompleteReadError as exc:
                     log.info("connection %s closed mid-request (%d of %d bytes)", self.peer, len(exc.partial), size)
                     return
+                await self._throttled()  # a parked produce may have been throttled while this was read
                 started = time.perf_counter()
                 key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
                 sasl = self.sasl
@@ -322,9 +327,12 @@ class Connection:
             raise FrameError(f"malformed request header: {exc}") from exc
         request = decode_body(frame, schema, body_offset)
         ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host,
-                             replicating, self.principal, self.listener_name, self.sasl)
+                             replicating, self.principal, self.listener_name, self.sasl,
+                             size=len(frame))
         try:
             response = await api.handle(ctx, request)
+            if ctx.throttle_ms > 0:
+                self._mute(ctx.throttle_ms)
         except (TypeError, AttributeError, ValueError) as exc:
             name = api.__name__.rsplit(".", 1)[1]
             null = forbidden_null(request)
@@ -340,6 +348,16 @@ class Connection:
             flexible = ctx.response_class.__header_schema__.__flexible__
             return frame_encoded(correlation_id, flexible, response)
         return encode_response(correlation_id, response)
+
+    def _mute(self, throttle_ms: int) -> None:
+        """Kafka's ThrottledChannel: the throttle runs from when it was decided; the response still goes out."""
+        until = self.services.quotas.clock.monotonic_ms() + throttle_ms
+        self._muted_until_ms = max(self._muted_until_ms, until)
+
+    async def _throttled(self) -> None:
+        clock = self.services.quotas.clock
+        while (left := self._muted_until_ms - clock.monotonic_ms()) > 0:
+            await clock.sleep(left / 1000)
 
     @staticmethod
     def _internal_error(correlation_id: int, ctx: RequestContext, name: str) -> list[bytes | bytearray | memoryview]:

@@ -6,7 +6,7 @@ module of its own and each given only what it works with:
 
 * :class:`~odradek.broker.replica_manager.ReplicaManager`: partitions, logs and follower fetchers;
 * :mod:`odradek.broker.link`: membership, the controller's requests, ISR propagation, producer-id blocks, the
-  config-change watch, topic administration, controlled shutdown;
+  config-change watch, topic administration, client quotas, controlled shutdown;
 * :class:`~odradek.controller.Controller`: the ZooKeeper-era controller;
 * :class:`~odradek.broker.group.GroupCoordinator`: consumer groups on ``__consumer_offsets``;
 * :class:`~odradek.broker.txn.service.Transactions`: the transaction coordinator on ``__transaction_state``;
@@ -33,6 +33,7 @@ from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
+from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
 from odradek.broker.link.controller_requests import ControllerRequests
@@ -43,6 +44,7 @@ from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.log import LogManager
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import OffsetsTopicLog, ReplicaManager
 from odradek.broker.services import Services
@@ -141,6 +143,11 @@ class Broker:
         self.isr = IsrPropagation(self.membership, self.clock, lambda: self.controller_requests.controller_epoch)
         self.replicas.isr_writer = self._write_isr
         self.config_watch = ConfigWatch(self.membership, self.replicas.apply_topic_config)
+        self.client_quotas = ClientQuotaService(
+            self.membership, ClientQuotas.create(config["quota.window.num"], config["quota.window.size.seconds"]),
+            self.clock,
+        )
+        self.config_watch.entity_listeners.append(self.client_quotas.entity_changed)
         self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed,
                                       security=self.outgoing)
         controller_props = config.properties()
@@ -152,7 +159,8 @@ class Broker:
             broker_id=self.broker_id, config=config, metadata=self.metadata,
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
-            controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),
+            controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
+            apis=load_apis(),
             stats=self.replicas.stats,
         )
         self.metrics_port = metrics_port

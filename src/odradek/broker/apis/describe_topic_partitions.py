@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -37,7 +37,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     first_partition = 0
     if cursor is not None:
         if request.topics and cursor.topic_name not in names:
-            raise KafkaError(ErrorCode.invalid_request, f"cursor topic {cursor.topic_name} is not requested")
+            # Kafka's getErrorResponse: the response has no top-level error, so every requested topic carries it
+            return fit(ctx.response_class, throttle_time=NO_THROTTLE, next_cursor=None, topics=tuple(
+                topic_cls(error_code=ErrorCode.invalid_request, name=n, topic_id=uuid.UUID(int=0), is_internal=False,
+                          partitions=(), topic_authorized_operations=-(2**31)) for n in names))
         names = [n for n in names if n >= cursor.topic_name]
         first_partition = max(0, cursor.partition_index)
     budget = min(max(request.response_partition_limit, 1), PARTITION_LIMIT)

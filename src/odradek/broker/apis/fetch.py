@@ -14,6 +14,11 @@ stable offset to move (a marker replicated), not for every append. READ_UNCOMMIT
 Every response carries the last stable offset. Incremental fetch sessions (KIP-227) are not created: the session
 id is 0, so clients send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie
 in the log, never copied by the encoder.
+
+Client quotas (``consumer_byte_rate``) apply to consumers, never to followers, as Kafka's KafkaApis applies them: a
+consumer's ``max_bytes`` is capped at what its quota allows in the whole window, the response's size is recorded,
+and a response that takes the client over its quota is replaced by an empty one carrying the throttle time (the
+recording taken back: the data was not sent); the connection is then muted that long (KIP-219).
 """
 
 from __future__ import annotations
@@ -61,11 +66,15 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         wanted.append((name, topic_id, list(t.partitions)))
 
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
+    max_bytes, min_bytes = request.max_bytes, request.min_bytes
+    if replica_id < 0:
+        max_bytes = int(min(max_bytes, services.quotas.fetch_limit(ctx.principal, ctx.client_id)))
+        min_bytes = min(min_bytes, max_bytes)
     deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
     while True:
-        topics, total, parts = _read_all(ctx, wanted, replica_id, request.max_bytes, committed)
+        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed)
         remaining = deadline - asyncio.get_running_loop().time()
-        if total >= request.min_bytes or remaining <= 0 or not parts:
+        if total >= min_bytes or remaining <= 0 or not parts:
             break
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for p, seen_lso in parts:
@@ -91,7 +100,17 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
         )
-    return Encoded(encode_fetch_response(ctx.api_version, topics))
+    encoded = encode_fetch_response(ctx.api_version, topics)
+    if replica_id < 0:
+        throttle = services.quotas.throttle_fetch(ctx.principal, ctx.client_id, sum(len(b) for b in encoded))
+        if throttle > 0:
+            ctx.throttle_ms = throttle
+            return Encoded(encode_fetch_response(ctx.api_version, [], throttle_ms=throttle))
+        for name, _topic_id, results in topics:
+            for result in results:
+                if result.size:
+                    services.stats.sent(name, result.size)
+    return Encoded(encoded)
 
 
 def _read_all(
@@ -122,8 +141,6 @@ def _read_all(
                     read_committed=committed,
                 )
                 result.records = read.buffers
-                if replica_id < 0:
-                    services.stats.sent(name, read.size)
                 result.size = read.size
                 result.aborted_transactions = read.aborted_transactions
                 total += read.size

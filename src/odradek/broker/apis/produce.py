@@ -16,6 +16,10 @@ INVALID_TXN_STATE if not; its retriable errors arrive as NOT_ENOUGH_REPLICAS, wh
 marker written while that question was out invalidates the answer (INVALID_TXN_STATE), so a late batch never reopens
 an ended transaction. The log then checks epochs (INVALID_PRODUCER_EPOCH), sequences, and that a producer with an
 open transaction writes only transactional batches (INVALID_TXN_STATE).
+
+Client quotas (``producer_byte_rate``): once the request is done, its size is recorded against the client's quota
+as Kafka's KafkaApis does; over it, the response carries the throttle time and the connection is muted that long
+(KIP-219), acks=0 included.
 """
 
 from __future__ import annotations
@@ -112,9 +116,10 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
         if ctx.replicating is not None:
             ctx.replicating.set()
         await asyncio.gather(*(_await_replication(r, p, offset, timeout_s) for r, p, offset in waits))
+    ctx.throttle_ms = services.quotas.throttle_produce(ctx.principal, ctx.client_id, ctx.size)
     if acks == 0:
         return None
-    return Encoded(encode_produce_response(ctx.api_version, results))
+    return Encoded(encode_produce_response(ctx.api_version, results, ctx.throttle_ms))
 
 
 def _refuse(result: ProducePartitionResult, topic: str, index: int, exc: KafkaError) -> None:
