@@ -45,6 +45,10 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "leader.imbalance.check.interval.seconds": (int, 300),
     "controlled.shutdown.enable": (bool, True),
     "controlled.shutdown.max.retries": (int, 3),
+    # authorization (ACLs): empty = none, as in Kafka; AclAuthorizer and StandardAuthorizer both mean the built-in one
+    "authorizer.class.name": (str, ""),
+    "super.users": (str, ""),
+    "allow.everyone.if.no.acl.found": (bool, False),
     "log.segment.bytes": (int, 1073741824),
     "log.roll.ms": (int, 604800000),
     "log.retention.ms": (int, 604800000),

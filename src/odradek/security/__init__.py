@@ -1,0 +1,1 @@
+"""Security: who a client is (authentication) and what it may do (authorization)."""
