@@ -14,6 +14,10 @@ stable offset to move (a marker replicated), not for every append. READ_UNCOMMIT
 Every response carries the last stable offset. Incremental fetch sessions (KIP-227) are not created: the session
 id is 0, so clients send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie
 in the log, never copied by the encoder.
+
+With an authorizer (as Kafka's KafkaApis): a follower's fetch needs CLUSTER_ACTION on the Cluster, else every
+partition gets TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else its partitions get
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
@@ -59,6 +64,9 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             meta = services.metadata.topics.get(name)
             topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
         wanted.append((name, topic_id, list(t.partitions)))
+    refused: list[tuple[str, uuid.UUID, list[Any]]] = []
+    if services.authorizer is not None:
+        wanted, refused = _authorized(ctx, replica_id, wanted)
 
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
@@ -87,11 +95,24 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     p.remove_data_waiter(woken)
                 else:
                     p.remove_visible_waiter(woken)
+    for name, topic_id, partitions in refused:
+        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed))
+                                        for p in partitions]))
     for topic_id, partitions in unknown_ids:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
         )
     return Encoded(encode_fetch_response(ctx.api_version, topics))
+
+
+def _authorized(ctx: RequestContext, replica_id: int, wanted: list[tuple[str, uuid.UUID, list[Any]]],
+                ) -> tuple[list[tuple[str, uuid.UUID, list[Any]]], list[tuple[str, uuid.UUID, list[Any]]]]:
+    if replica_id >= 0:
+        if authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+            return wanted, []
+        return [], wanted
+    return authz.partition_by_authorized(ctx, authz.Operation.READ, authz.ResourceType.TOPIC, wanted,
+                                         lambda w: w[0])
 
 
 def _read_all(

@@ -5,6 +5,11 @@ list, or an empty list before v1). Unknown topics are auto-created with the brok
 it (always before v4) and ``auto.create.topics.enable`` is true, otherwise UNKNOWN_TOPIC_OR_PARTITION; invalid
 names get INVALID_TOPIC_EXCEPTION. v10+ topics can be named by id. The response is hand-encoded; the all-topics
 answer is cached per metadata version so clients polling metadata cost one dictionary lookup.
+
+With an authorizer (as Kafka's KafkaApis): topics the principal may not DESCRIBE are left out of an all-topics
+answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id; by id, with the id but no name),
+never disclosing whether they exist; auto-creating a topic needs CREATE on the Cluster or on the topic, else
+TOPIC_AUTHORIZATION_FAILED. The all-topics cache is then not used (answers differ per principal).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import weakref
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.metadata import MetadataCache, TopicMeta
 from odradek.broker.topics import validate_topic_name
@@ -50,13 +56,19 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
     key = (version, cache.version)
-    answers = _answers.setdefault(cache, {})
+    checked = services.authorizer is not None
+    answers = _answers.setdefault(cache, {}) if not checked else {}
     if all_topics and key in answers:
         return answers[key]
     live = set(cache.brokers)
     entries: list[MetadataTopic] = []
     if all_topics:
-        entries = [topic_entry(t, live) for t in cache.topics.values()]
+        metas = list(cache.topics.values())
+        if checked:
+            visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
+                                             (t.name for t in metas))
+            metas = [t for t in metas if t.name in visible]
+        entries = [topic_entry(t, live) for t in metas]
     else:
         allow_create = (
             getattr(request, "allow_auto_topic_creation", True) and services.config["auto.create.topics.enable"]
@@ -68,10 +80,19 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                 meta = cache.topic_by_id(topic_id)
                 if meta is None:
                     entries.append(MetadataTopic(None, topic_id, [], error_code=int(ErrorCode.unknown_topic_id)))
+                elif checked and not _describable(ctx, meta.name):
+                    entries.append(MetadataTopic(None, topic_id, [],
+                                                 error_code=int(ErrorCode.topic_authorization_failed)))
                 else:
                     entries.append(topic_entry(meta, live))
                 continue
+            if checked and not _describable(ctx, name):
+                entries.append(MetadataTopic(name, None, [], error_code=int(ErrorCode.topic_authorization_failed)))
+                continue
             meta = cache.topics.get(name)
+            if meta is None and allow_create and checked and not _may_create(ctx, name):
+                entries.append(MetadataTopic(name, None, [], error_code=int(ErrorCode.topic_authorization_failed)))
+                continue
             if meta is None and allow_create:
                 meta = await _auto_create(ctx, name)
             if meta is None:
@@ -90,6 +111,15 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             answers.clear()
         answers[key] = encoded
     return encoded
+
+
+def _describable(ctx: RequestContext, name: str) -> bool:
+    return authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC, name)
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    return (authz.allowed(ctx, authz.Operation.CREATE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME)
+            or authz.allowed(ctx, authz.Operation.CREATE, authz.ResourceType.TOPIC, name))
 
 
 async def _auto_create(ctx: RequestContext, name: str) -> TopicMeta | None:
