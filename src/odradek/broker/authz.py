@@ -18,8 +18,18 @@ from odradek.security.acl import CLUSTER_NAME, Operation, ResourceType
 if TYPE_CHECKING:
     from odradek.broker.apis import RequestContext
 
-__all__ = ["CLUSTER_NAME", "ERROR_OF", "Operation", "ResourceType", "allowed", "allowed_any_of_type",
-           "authorized_names", "partition_by_authorized", "require_cluster"]
+__all__ = [
+    "CLUSTER_NAME",
+    "ERROR_OF",
+    "Operation",
+    "ResourceType",
+    "allowed",
+    "allowed_any_of_type",
+    "authorized_names",
+    "authorized_operations",
+    "partition_by_authorized",
+    "require_cluster",
+]
 
 T = TypeVar("T")
 
@@ -64,6 +74,12 @@ def partition_by_authorized(ctx: RequestContext, operation: Operation, resource_
         return items, []
     ok = authorized_names(ctx, operation, resource_type, (name(i) for i in items))
     return [i for i in items if name(i) in ok], [i for i in items if name(i) not in ok]
+
+
+def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name: str,
+                          supported: Iterable[Operation]) -> int:
+    """Kafka's ``authorizedOperations`` bit field (bit = operation code) of the supported operations allowed."""
+    return sum(1 << int(op) for op in supported if allowed(ctx, op, resource_type, name))
 
 
 def require_cluster(ctx: RequestContext, operation: Operation) -> None:
