@@ -1,8 +1,9 @@
 """ConsumerGroupDescribe (key 69), version 0: KIP-848 groups with each member's current and target assignment.
 
 Per group: GROUP_ID_NOT_FOUND when no consumer-protocol group has that id (a classic group included, as Kafka
-answers), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as for other group APIs. Authorized operations are not
-computed (no ACLs), so the field keeps its "not requested" value.
+answers), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as for other group APIs. With an authorizer a group needs
+DESCRIBE, else GROUP_AUTHORIZATION_FAILED. Authorized operations are not computed, so the field keeps its "not
+requested" value.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.consumer_group import Partitions
+from odradek.errors import ErrorCode
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -37,6 +40,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     described = []
     for group_id in request.group_ids:
         error, group = ctx.services.groups.consumer_group(group_id)
+        if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.GROUP, group_id):
+            error, group = ErrorCode.group_authorization_failed, None
         if group is None:
             described.append(
                 group_cls(
