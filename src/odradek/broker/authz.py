@@ -27,6 +27,7 @@ __all__ = [
     "allowed_any_of_type",
     "authorized_names",
     "authorized_operations",
+    "config_refusal",
     "partition_by_authorized",
     "require_cluster",
 ]
@@ -80,6 +81,27 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType, name
                           supported: Iterable[Operation]) -> int:
     """Kafka's ``authorizedOperations`` bit field (bit = operation code) of the supported operations allowed."""
     return sum(1 << int(op) for op in supported if allowed(ctx, op, resource_type, name))
+
+
+_CONFIG_RESOURCES: dict[int, tuple[ResourceType, bool]] = {
+    2: (ResourceType.TOPIC, False),  # ConfigResource.Type TOPIC
+    4: (ResourceType.CLUSTER, True),  # BROKER
+    8: (ResourceType.CLUSTER, True),  # BROKER_LOGGER
+    16: (ResourceType.CLUSTER, True),  # CLIENT_METRICS
+    32: (ResourceType.GROUP, False),  # GROUP
+}
+
+
+def config_refusal(ctx: RequestContext, operation: Operation, config_type: int, name: str) -> KafkaError | None:
+    """DescribeConfigs/AlterConfigs/IncrementalAlterConfigs: a topic's configs need ``operation`` on the topic, a
+    group's on the group, a broker's (and broker loggers', client metrics') on the Cluster, as Kafka's ConfigHelper
+    and KafkaApis check them; None when allowed (or the type is one the handler refuses anyway)."""
+    if ctx.services.authorizer is None or config_type not in _CONFIG_RESOURCES:
+        return None
+    resource_type, on_cluster = _CONFIG_RESOURCES[config_type]
+    if allowed(ctx, operation, resource_type, CLUSTER_NAME if on_cluster else name):
+        return None
+    return KafkaError(ERROR_OF[resource_type])
 
 
 def require_cluster(ctx: RequestContext, operation: Operation) -> None:
