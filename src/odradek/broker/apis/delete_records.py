@@ -8,8 +8,8 @@ DelayedDeleteRecords, a partition's answer waits, within ``timeout_ms``, until e
 has reached the requested offset and then carries that ``low_watermark``; past the timeout it is REQUEST_TIMED_OUT
 (the deletion stands). Errors per partition: OFFSET_OUT_OF_RANGE beyond the high watermark or below -1,
 POLICY_VIOLATION on a topic whose ``cleanup.policy`` lacks ``delete`` (Kafka refuses to delete records of a purely
-compacted topic), NOT_LEADER_OR_FOLLOWER elsewhere, UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist; with an authorizer,
-TOPIC_AUTHORIZATION_FAILED for topics the principal may not DELETE.
+compacted topic), NOT_LEADER_OR_FOLLOWER elsewhere, UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist;
+with an authorizer, TOPIC_AUTHORIZATION_FAILED for topics the principal may not DELETE.
 """
 
 from __future__ import annotations
