@@ -4,11 +4,13 @@
 At each registration (the first, and after a session expiry, when notifications may have been missed) the watches
 are armed first and every ACL is loaded after, so no change falls between the two; a notification is then applied
 once, by re-reading the pattern it names. A broker therefore enforces an ACL created through another broker as soon
-as the notification's watch fires (milliseconds in one process, a ZooKeeper round trip across hosts).
+as the notification's watch fires (milliseconds in one process, a ZooKeeper round trip across hosts). As Kafka's
+listener does, notifications older than 15 minutes are deleted once seen, so the change paths stay short.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from odradek.broker.link.membership import Membership
@@ -21,6 +23,8 @@ from odradek.security.authorizer import Authorizer
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs
 
 
 class AclWatch:
@@ -52,12 +56,22 @@ class AclWatch:
         if skip_existing:
             # the full load that follows covers them
             self._last_seen[pattern_type] = max((seq for seq, _ in numbered), default=-1)
-            return
-        for seq, name in numbered:
-            if seq <= self._last_seen[pattern_type]:
-                continue
-            self._last_seen[pattern_type] = seq
-            await self._apply(session, pattern_type, f"{base}/{name}")
+        else:
+            for seq, name in numbered:
+                if seq <= self._last_seen[pattern_type]:
+                    continue
+                self._last_seen[pattern_type] = seq
+                await self._apply(session, pattern_type, f"{base}/{name}")
+        await self._purge(session, [f"{base}/{name}" for _, name in numbered])
+
+    async def _purge(self, session: Session, paths: list[str]) -> None:
+        """Delete the notifications older than Kafka's 15 minutes (every broker may; the first one wins)."""
+        oldest = self.membership.clock.now_ms() - CHANGE_EXPIRATION_MS
+        results = await session.get_many(paths)
+        for path, result in zip(paths, results, strict=True):
+            if isinstance(result, tuple) and result[1].ctime < oldest:
+                with contextlib.suppress(NoNodeError):
+                    await session.delete(path)
 
     async def _apply(self, session: Session, pattern_type: PatternType, path: str) -> None:
         try:
