@@ -58,13 +58,15 @@ def allowed_any_of_type(ctx: RequestContext, operation: Operation, resource_type
 
 
 def authorized_names(ctx: RequestContext, operation: Operation, resource_type: ResourceType,
-                     names: Iterable[str]) -> set[str]:
-    """The names (deduplicated, each checked once) the principal may do ``operation`` on."""
+                     names: Iterable[str], *, filtering: bool = False) -> set[str]:
+    """The names (deduplicated, each checked once) the principal may do ``operation`` on. ``filtering``: the check
+    only decides what an answer lists (all topics, all groups), so a denial is not logged, as in Kafka."""
     wanted = set(names)
     authorizer = ctx.services.authorizer
     if authorizer is None:
         return wanted
-    return {n for n in wanted if authorizer.authorize(ctx.principal, ctx.client_host, operation, resource_type, n)}
+    return {n for n in wanted
+            if authorizer.authorize(ctx.principal, ctx.client_host, operation, resource_type, n, not filtering)}
 
 
 def partition_by_authorized(ctx: RequestContext, operation: Operation, resource_type: ResourceType,

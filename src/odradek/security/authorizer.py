@@ -106,7 +106,8 @@ class Authorizer:
     # --- decisions ---------------------------------------------------------------------------------------------
 
     def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
-                  name: str) -> bool:
+                  name: str, log_denied: bool = True) -> bool:
+        """``log_denied`` False for checks that only filter what is shown (Kafka's ``logIfDenied=false``)."""
         key = (principal, host, operation, resource_type, name)
         decided = self._decisions.get(key)
         if decided is None:
@@ -115,7 +116,7 @@ class Authorizer:
             if len(self._decisions) >= MAX_CACHED_DECISIONS:
                 self._decisions = {}
             self._decisions[key] = decided
-            if not decided:
+            if not decided and log_denied:
                 log.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
                          principal, operation.pascal, host, resource_type.pascal, name)
         return decided

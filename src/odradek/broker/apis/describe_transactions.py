@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         by_topic: dict[str, list[int]] = {}
         visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
-                                         (tp.topic for tp in meta.partitions))
+                                         (tp.topic for tp in meta.partitions), filtering=True)
         for tp in sorted(p for p in meta.partitions if p.topic in visible):
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         states.append(state_cls(

@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.services.authorizer is not None and not authz.allowed(
             ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
         visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.GROUP,
-                                         (g.group_id for g in groups))
+                                         (g.group_id for g in groups), filtering=True)
         groups = [g for g in groups if g.group_id in visible]
     listed = nested(ctx, "ListedGroup")
     return fit(

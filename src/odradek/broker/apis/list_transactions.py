@@ -23,7 +23,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error, listings, unknown = ctx.services.transactions.coordinator.list_transactions(
         set(request.producer_id_filters), set(request.state_filters), duration)
     visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TRANSACTIONAL_ID,
-                                     (t.transactional_id for t in listings))
+                                     (t.transactional_id for t in listings), filtering=True)
     listings = [t for t in listings if t.transactional_id in visible]
     state_cls = nested(ctx, "TransactionState")
     return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=error, unknown_state_filters=tuple(unknown),

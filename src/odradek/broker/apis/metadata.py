@@ -66,7 +66,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         metas = list(cache.topics.values())
         if checked:
             visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
-                                             (t.name for t in metas))
+                                             (t.name for t in metas), filtering=True)
             metas = [t for t in metas if t.name in visible]
         entries = [topic_entry(t, live) for t in metas]
     else:
