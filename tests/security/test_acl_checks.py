@@ -92,9 +92,10 @@ def _fetch(cluster: ThreadedCluster, principal: str, topic: str, replica_id: int
     return response.responses[0].partitions[0].error_code
 
 
-def _metadata(cluster: ThreadedCluster, principal: str, names: list[str] | None, create: bool = False) -> Any:
+def _metadata(cluster: ThreadedCluster, principal: str, names: list[str] | None, create: bool = False,
+              operations: bool = False) -> Any:
     topics = None if names is None else [ns(name=n, topic_id=None) for n in names]
-    request = ns(topics=topics, allow_auto_topic_creation=create, include_topic_authorized_operations=False)
+    request = ns(topics=topics, allow_auto_topic_creation=create, include_topic_authorized_operations=operations)
     return call(cluster, principal, 3, 12, request).topics
 
 
@@ -134,6 +135,9 @@ def test_metadata_hides_what_the_principal_may_not_describe(cluster: ThreadedClu
     assert named["secret"].error_code == TOPIC_DENIED and not named["secret"].partitions
     assert named["orders"].error_code == ErrorCode.none and named["orders"].partitions
     assert {t.name for t in _metadata(cluster, ADMIN, None)} >= {"orders", "public", "secret", "pfx-a"}
+    # v8+ authorized operations: alice's READ and WRITE on orders, and the DESCRIBE they imply
+    [orders] = _metadata(cluster, ALICE, ["orders"], operations=True)
+    assert orders.topic_authorized_operations == (1 << 3) | (1 << 4) | (1 << 8)
 
 
 def test_metadata_auto_creation_needs_create(cluster: ThreadedCluster) -> None:

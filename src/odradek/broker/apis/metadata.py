@@ -9,7 +9,8 @@ answer is cached per metadata version so clients polling metadata cost one dicti
 With an authorizer (as Kafka's KafkaApis): topics the principal may not DESCRIBE are left out of an all-topics
 answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id; by id, with the id but no name),
 never disclosing whether they exist; auto-creating a topic needs CREATE on the Cluster or on the topic, else
-TOPIC_AUTHORIZATION_FAILED. The all-topics cache is then not used (answers differ per principal).
+TOPIC_AUTHORIZATION_FAILED. The all-topics cache is then not used (answers differ per principal), and the v8+
+authorized-operations fields are computed when asked for (without an authorizer they stay "not computed").
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ MIN_VERSION = 0
 MAX_VERSION = 13
 
 log = logging.getLogger(__name__)
+_O = authz.Operation
+TOPIC_OPERATIONS = (_O.READ, _O.WRITE, _O.CREATE, _O.DELETE, _O.ALTER, _O.DESCRIBE, _O.DESCRIBE_CONFIGS,
+                    _O.ALTER_CONFIGS)
+"""What Kafka's AclEntry.supportedOperations lists for a topic (and, below, for the Cluster)."""
+CLUSTER_OPERATIONS = (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE,
+                      _O.ALTER, _O.DESCRIBE)
 # Encoded all-topics answers per metadata cache (weakly: a stopped broker's cache takes its answers with it; keyed by
 # id() they could be served by a later broker whose cache was allocated at the same address), then per
 # (request version, cache version).
@@ -105,7 +112,19 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             else:
                 entries.append(topic_entry(meta, live))
     brokers = [(b.broker_id, b.host, b.port, b.rack) for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
-    encoded = Encoded(encode_metadata_response(version, brokers, cache.cluster_id, cache.controller_id, entries))
+    cluster_operations = -2147483648
+    if checked and version >= 8:
+        if getattr(request, "include_topic_authorized_operations", False):
+            for entry in entries:
+                if entry.error_code == ErrorCode.none and entry.name is not None:
+                    entry.authorized_operations = authz.authorized_operations(
+                        ctx, authz.ResourceType.TOPIC, entry.name, TOPIC_OPERATIONS)
+        if getattr(request, "include_cluster_authorized_operations", False):
+            cluster_operations = authz.authorized_operations(
+                ctx, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME, CLUSTER_OPERATIONS) if authz.allowed(
+                ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME) else 0
+    encoded = Encoded(encode_metadata_response(version, brokers, cache.cluster_id, cache.controller_id, entries,
+                                               cluster_authorized_operations=cluster_operations))
     if all_topics:
         if len(answers) > 16:
             answers.clear()
