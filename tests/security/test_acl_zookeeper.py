@@ -50,7 +50,9 @@ def _start(broker_id: int, zookeeper: str, base: Path) -> tuple[subprocess.Popen
         return ready.exists() and bool(ready.read_text().strip())
 
     wait_for(up, 60)
-    return proc, ready.read_text().strip().rsplit("=", 1)[-1].split(",")[0]
+    # the ready line: "bootstrap.servers=HOST:PORT[ ...]" (lines for extra listeners may follow)
+    first = ready.read_text().strip().splitlines()[0]
+    return proc, first.split(" ", 1)[0].split("=", 1)[1].split(",")[0]
 
 
 @pytest.fixture
