@@ -1,4 +1,4 @@
-"""``odradek configs``: kafka-configs.sh for topics and brokers (describe; alter with add and delete).
+"""``odradek configs``: kafka-configs.sh for topics, brokers and users (describe; alter with add and delete).
 
 Changes go through IncrementalAlterConfigs, so ``--add-config`` touches only the names given and ``--delete-config``
 returns a name to its default; the rest of the topic's overrides stay. Broker configs are static in odradek (read
@@ -7,13 +7,15 @@ from the command line at start), so altering one is refused by the broker with I
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
 
-from odradek.cli_output import admin_client, wait_result
+from odradek.cli_output import admin_client, kafka_config, wait_result
+from odradek.cli_scram import alter_users, describe_users, read_command_config
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -81,11 +83,14 @@ def _resource(entity_type: str, name: str, **kwargs: Any) -> Any:
 @click.option("--add-config", "add_config", default=None, help="k1=v1,k2=[v1,v2,v2],k3=v3")
 @click.option("--delete-config", "delete_config", multiple=True, help="k1,k2 (repeatable)")
 @click.option("--all", "show_all", is_flag=True, help="with --describe: every config, not only the dynamic ones")
+@click.option("--command-config", "command_config", default=None, type=click.Path(path_type=Path, exists=True),
+              help="client properties (security.protocol, sasl.mechanism, sasl.username, ...)")
 def configs(
     bootstrap: str, action: str | None, entity_type: str | None, entity_name: str | None, topic: str | None,
     broker: str | None, add_config: str | None, delete_config: tuple[str, ...], show_all: bool,
+    command_config: Path | None,
 ) -> None:
-    """Describe and alter topic and broker configs, as kafka-configs.sh does."""
+    """Describe and alter topic, broker and user (SCRAM credential) configs, as kafka-configs.sh does."""
     if action is None:
         raise click.UsageError("Command must include exactly one action: --describe, --alter")
     if topic is not None or broker is not None:
@@ -94,8 +99,17 @@ def configs(
         entity_type, entity_name = ("topics", topic) if topic is not None else ("brokers", broker)
     if entity_type is None:
         raise click.UsageError("--entity-type (or --topic/--broker) is required")
-    admin = admin_client(bootstrap)
+    client_properties = read_command_config(command_config)
+    if client_properties:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({**kafka_config(bootstrap), **client_properties})
+    else:
+        admin = admin_client(bootstrap)
     singular = entity_type[:-1]
+    if entity_type == "users":
+        _users(admin, action, entity_name, add_config, delete_config)
+        return
     if action == "describe":
         names = [entity_name] if entity_name else _all_names(admin, entity_type)
         for name in names:
@@ -123,6 +137,20 @@ def configs(
     resource = _resource(entity_type, entity_name, incremental_configs=ops)
     wait_result(admin.incremental_alter_configs([resource])[resource])
     click.echo(f"Completed updating config for {singular} {entity_name}.")
+
+
+def _users(admin: Any, action: str, user: str | None, add_config: str | None,
+           delete_config: tuple[str, ...]) -> None:
+    if action == "describe":
+        describe_users(admin, user)
+        return
+    if not user:
+        raise click.UsageError("--alter needs --entity-name")
+    added = parse_add_config(add_config) if add_config else {}
+    deleted = [n.strip() for item in delete_config for n in item.split(",") if n.strip()]
+    if not added and not deleted:
+        raise click.UsageError("--alter needs --add-config or --delete-config")
+    alter_users(admin, user, added, deleted)
 
 
 def _all_names(admin: Any, entity_type: str) -> list[str]:

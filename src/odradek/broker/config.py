@@ -72,7 +72,22 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "request.timeout.ms": (int, 30000),
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connect": (str, None),
+    # Listeners and security (issue 14): Kafka's names and defaults; see odradek.security.listeners
+    "listeners": (str, None),
+    "advertised.listeners": (str, None),
+    "listener.security.protocol.map": (
+        str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    "inter.broker.listener.name": (str, None),
+    "security.inter.broker.protocol": (str, "PLAINTEXT"),
+    "sasl.enabled.mechanisms": (str, "GSSAPI"),
+    "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
+    "connection.failed.authentication.delay.ms": (int, 100),
+    "connections.max.reauth.ms": (int, 0),
 }
+
+LISTENER_PREFIX = "listener.name."
+"""Per-listener settings (``listener.name.sasl_plaintext.plain.sasl.jaas.config``, ...): any name under it is accepted
+as a string, as Kafka accepts them, and read through :func:`odradek.security.listeners.listener_setting`."""
 
 def _parse(name: str, kind: type, raw: str) -> Any:
     if kind is bool:
@@ -100,6 +115,9 @@ class BrokerConfig:
     ) -> BrokerConfig:
         values = {k: v for k, (_t, v) in BROKER_DEFAULTS.items()}
         for name, raw in (overrides or {}).items():
+            if name.startswith(LISTENER_PREFIX) and len(name.split(".")) > 3:
+                values[name] = raw
+                continue
             if name not in BROKER_DEFAULTS:
                 raise ValueError(f"unknown broker config {name!r}")
             values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)

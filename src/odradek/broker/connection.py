@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.faults import FaultState
 from odradek.broker.services import Services
+from odradek.clock import Clock
 from odradek.controller.requests import (
     RequestFormatError,
     decode_request,
@@ -34,6 +35,7 @@ from odradek.protocol.framing import (
     request_schema,
 )
 from odradek.protocol.wire import SIZE, WireFormatError, read_request_header, response_header
+from odradek.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslConnection, SaslSettings, State
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +92,15 @@ class Listener(Protocol):
     serving: asyncio.Event
     stopping: bool
     faults: FaultState
+    clock: Clock
 
 
 class Connection:
     def __init__(self, services: Services, listener: Listener, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, listener_name: str = "PLAINTEXT",
+                 sasl: SaslSettings | None = None) -> None:
+        """``listener_name``: the listener that accepted the connection; ``sasl``: its SASL settings when its
+        security protocol is SASL_PLAINTEXT or SASL_SSL (the client must authenticate before anything else)."""
         self.services = services
         self.listener = listener
         self.reader = reader
@@ -103,7 +109,8 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
         self.principal = "User:ANONYMOUS"  # until the listener authenticates the client
-        self.listener_name = "PLAINTEXT"
+        self.listener_name = listener_name
+        self.sasl = SaslConnection(sasl, listener.clock.monotonic_ms) if sasl is not None else None
         self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
         self._parked = 0
 
@@ -136,6 +143,12 @@ class Connection:
                     return
                 started = time.perf_counter()
                 key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
+                sasl = self.sasl
+                if sasl is not None and (key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) or not sasl.authenticated
+                                         or sasl.session_expired()):
+                    if not await self._sasl_step(frame, key):
+                        return
+                    continue
                 if key == PRODUCE_KEY:
                     out = await self._produce(frame, started)
                     if out is PARKED:
@@ -161,6 +174,66 @@ class Connection:
             if self._tail is not None and not self._tail.done():
                 self._tail.cancel()
             self.writer.close()
+
+    async def _sasl_step(self, frame: bytes, key: int) -> bool:
+        """One frame of a connection that has not (or no longer) authenticated: a raw v0 token, or a request the
+        SASL state allows (answered), or anything else (the connection closes). False: close the connection."""
+        auth = self.sasl
+        assert auth is not None
+        if auth.raw and auth.state is State.AUTHENTICATE:
+            result = await auth.authenticate(bytes(frame), 0)
+            if auth.failure is not None:
+                return await self._authentication_failed(None)
+            write_chunks(self.writer, [SIZE.pack(len(result.auth_bytes)), result.auth_bytes])
+            await self.writer.drain()
+            self._take_principal()
+            return True
+        if auth.session_expired() and key != SASL_HANDSHAKE:
+            log.info("closing connection %s on listener %s: the SASL session of %s expired and it did not "
+                     "re-authenticate", self.peer, self.listener_name, auth.principal)
+            return False
+        api = self.services.apis.get(key)
+        name = api.__name__.rsplit(".", 1)[1].upper() if api is not None else f"key {key}"
+        if auth.refusal(key, name) is not None:
+            return await self._authentication_failed(None)
+        reauthentications = auth.reauthentications
+        out = await self.dispatch(frame)
+        if key == API_VERSIONS_KEY and int.from_bytes(frame[2:4], "big") <= self.services.apis[key].MAX_VERSION:
+            auth.api_versions_answered()  # a too-new version got KIP-511's error: the client may ask again
+        if auth.reauthentications != reauthentications:
+            log.info("connection %s on listener %s re-authenticated as %s (session lifetime %d ms)", self.peer,
+                     self.listener_name, auth.principal, auth.settings.reauth_ms)
+        if auth.failure is not None:
+            return await self._authentication_failed(out)
+        if out:
+            write_chunks(self.writer, out)  # type: ignore[arg-type]
+            await self.writer.drain()
+        self._take_principal()
+        return True
+
+    def _take_principal(self) -> None:
+        auth = self.sasl
+        if auth is not None and auth.authenticated and auth.principal is not None:
+            if self.principal != auth.principal:
+                log.debug("connection %s on listener %s authenticated as %s with %s", self.peer, self.listener_name,
+                          auth.principal, auth.mechanism)
+            self.principal = auth.principal
+
+    async def _authentication_failed(self, response: list[bytes | bytearray | memoryview] | None) -> bool:
+        """Kafka's failed authentication: after ``connection.failed.authentication.delay.ms`` send the failure
+        response (if the exchange has one) and close, with one log line."""
+        auth = self.sasl
+        assert auth is not None
+        delay_ms = auth.settings.failed_delay_ms
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000)
+        if response:
+            write_chunks(self.writer, response)
+            await self.writer.drain()
+        reason = auth.failure or ""
+        log.info("closing connection %s on listener %s: failed authentication (%s)", self.peer, self.listener_name,
+                 reason if reason.isprintable() else ascii(reason))  # client bytes: never raw into the log
+        return False
 
     async def _produce(self, frame: bytes, started: float) -> Any:
         """Run a Produce; once its appends are done and it only waits for replication (acks=all), hand its response
@@ -225,7 +298,7 @@ class Connection:
             raise FrameError(f"malformed request header: {exc}") from exc
         request = decode_body(frame, schema, body_offset)
         ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host,
-                             replicating, self.principal, self.listener_name)
+                             replicating, self.principal, self.listener_name, self.sasl)
         try:
             response = await api.handle(ctx, request)
         except (TypeError, AttributeError, ValueError) as exc:

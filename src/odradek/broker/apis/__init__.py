@@ -55,6 +55,9 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     # The listener the request came through (Kafka's listener name), which decides what Metadata advertises.
     listener: str = "PLAINTEXT"
+    # The connection's SASL exchange (odradek.security.sasl.SaslConnection) on a SASL listener, else None: what
+    # SaslHandshake and SaslAuthenticate drive.
+    sasl: Any = None
 
     @property
     def response_class(self) -> type[Any]:

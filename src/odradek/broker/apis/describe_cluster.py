@@ -1,7 +1,8 @@
 """DescribeCluster (key 60), versions 0-2.
 
 The live brokers, the cluster id and the controller, as the admin client's describeCluster shows them. Brokers
-are never fenced here (fencing is KRaft's). Authorized operations are computed only with an authorizer, when asked
+are never fenced here (fencing is KRaft's). Like Metadata, only brokers with an endpoint on the client's listener are
+listed, at that endpoint's address. Authorized operations are computed only with an authorizer, when asked
 (``include_cluster_authorized_operations``): the Cluster operations the principal has, 0 without DESCRIBE on it, as
 Kafka; otherwise -2147483648.
 """
@@ -24,7 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     broker_cls = nested(ctx, "DescribeClusterBroker")
     brokers = tuple(
         broker_cls(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False)
-        for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)
+        for b in cache.brokers_on(ctx.listener)
     )
     return fit(
         ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,

@@ -90,7 +90,8 @@ async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_An
             answers.append(_error(authz.ERROR_OF[resource_type]))
             continue
         leader = services.metadata.leader_for(topic, partition_for(key))
-        endpoint = services.metadata.endpoint(leader) if leader is not None else None
+        # the coordinator's address on the listener the client came through, as Kafka answers it
+        endpoint = services.metadata.endpoint_on(leader, ctx.listener) if leader is not None else None
         if leader is None or endpoint is None:
             answers.append(_error(ErrorCode.coordinator_not_available))
         else:

@@ -11,6 +11,10 @@ answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id; by 
 never disclosing whether they exist; auto-creating a topic needs CREATE on the Cluster or on the topic, else
 TOPIC_AUTHORIZATION_FAILED. The all-topics cache is then not used (answers differ per principal), and the v8+
 authorized-operations fields are computed when asked for (without an authorizer they stay "not computed").
+
+The brokers are those with an endpoint on the listener the client came through, at that endpoint's address (Kafka
+leaves the others out); a partition whose live leader has no such endpoint has no leader here and answers
+LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE, as Kafka's metadata cache does.
 """
 
 from __future__ import annotations
@@ -40,16 +44,20 @@ CLUSTER_OPERATIONS = (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTE
 # Encoded all-topics answers per metadata cache (weakly: a stopped broker's cache takes its answers with it; keyed by
 # id() they could be served by a later broker whose cache was allocated at the same address), then per
 # (request version, cache version).
-_answers: weakref.WeakKeyDictionary[MetadataCache, dict[tuple[int, int], Encoded]] = weakref.WeakKeyDictionary()
+_answers: weakref.WeakKeyDictionary[MetadataCache, dict[tuple[int, int, str], Encoded]] = weakref.WeakKeyDictionary()
 
 
-def topic_entry(meta: TopicMeta, live: set[int]) -> MetadataTopic:
+def topic_entry(meta: TopicMeta, live: set[int], reachable: set[int], version: int) -> MetadataTopic:
+    """``live``: every live broker; ``reachable``: those with an endpoint on the client's listener."""
     parts = []
     for p in sorted(meta.partitions.values(), key=lambda p: p.partition):
         offline = [r for r in p.replicas if r not in live]
         # a leader that is no longer a live broker leads nothing: clients must wait and retry, not connect to it
-        leader = p.leader if p.leader in live else -1
-        error = ErrorCode.leader_not_available if leader < 0 else ErrorCode.none
+        leader = p.leader if p.leader in reachable else -1
+        error = ErrorCode.none
+        if leader < 0:
+            unlisted = p.leader in live and version >= 6
+            error = ErrorCode.listener_not_found if unlisted else ErrorCode.leader_not_available
         parts.append(
             MetadataPartition(p.partition, leader, p.leader_epoch, p.replicas, p.isr, offline, int(error))
         )
@@ -62,12 +70,14 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     version = ctx.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
-    key = (version, cache.version)
+    key = (version, cache.version, ctx.listener)
     checked = services.authorizer is not None
     answers = _answers.setdefault(cache, {}) if not checked else {}
     if all_topics and key in answers:
         return answers[key]
     live = set(cache.brokers)
+    on_listener = cache.brokers_on(ctx.listener)
+    reachable = {b.broker_id for b in on_listener}
     entries: list[MetadataTopic] = []
     if all_topics:
         metas = list(cache.topics.values())
@@ -75,7 +85,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
                                              (t.name for t in metas), filtering=True)
             metas = [t for t in metas if t.name in visible]
-        entries = [topic_entry(t, live) for t in metas]
+        entries = [topic_entry(t, live, reachable, version) for t in metas]
     else:
         allow_create = (
             getattr(request, "allow_auto_topic_creation", True) and services.config["auto.create.topics.enable"]
@@ -91,7 +101,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     entries.append(MetadataTopic(None, topic_id, [],
                                                  error_code=int(ErrorCode.topic_authorization_failed)))
                 else:
-                    entries.append(topic_entry(meta, live))
+                    entries.append(topic_entry(meta, live, reachable, version))
                 continue
             if checked and not _describable(ctx, name):
                 entries.append(MetadataTopic(name, None, [], error_code=int(ErrorCode.topic_authorization_failed)))
@@ -110,8 +120,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     error = ErrorCode.invalid_topic_exception
                 entries.append(MetadataTopic(name, None, [], error_code=int(error)))
             else:
-                entries.append(topic_entry(meta, live))
-    brokers = [(b.broker_id, b.host, b.port, b.rack) for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id)]
+                entries.append(topic_entry(meta, live, reachable, version))
+    brokers = [(b.broker_id, b.host, b.port, b.rack) for b in on_listener]
     cluster_operations = -2147483648
     if checked and version >= 8:
         if getattr(request, "include_topic_authorized_operations", False):
