@@ -211,23 +211,37 @@ class AclBindingFilter:
 
 
 class AclIndex:
-    """Every ACL the cluster has, by resource pattern (an immutable snapshot: changes build a new index)."""
+    """Every ACL the cluster has, by resource pattern (an immutable snapshot: a change makes a new index, sharing
+    what did not change, so a broker with many ACLs pays a dictionary copy per change, not a rebuild)."""
 
     def __init__(self, acls: Mapping[ResourcePattern, frozenset[AccessControlEntry]] | None = None) -> None:
         self.by_pattern: dict[ResourcePattern, frozenset[AccessControlEntry]] = {
             p: entries for p, entries in (acls or {}).items() if entries
         }
-        self._prefixes: dict[ResourceType, frozenset[str]] = {}
+        prefixes: dict[ResourceType, set[str]] = {}
         for pattern in self.by_pattern:
             if pattern.pattern_type is PatternType.PREFIXED:
-                self._prefixes[pattern.resource_type] = self._prefixes.get(pattern.resource_type, frozenset()) | {
-                    pattern.name}
+                prefixes.setdefault(pattern.resource_type, set()).add(pattern.name)
+        self._prefixes: dict[ResourceType, frozenset[str]] = {t: frozenset(n) for t, n in prefixes.items()}
 
     def with_acls(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> AclIndex:
         """A new index where ``pattern`` has exactly ``entries`` (none: the pattern is gone)."""
-        acls = dict(self.by_pattern)
-        acls[pattern] = frozenset(entries)
-        return AclIndex(acls)
+        wanted = frozenset(entries)
+        index = AclIndex.__new__(AclIndex)
+        index.by_pattern = dict(self.by_pattern)
+        if wanted:
+            index.by_pattern[pattern] = wanted
+        else:
+            index.by_pattern.pop(pattern, None)
+        index._prefixes = self._prefixes
+        if pattern.pattern_type is PatternType.PREFIXED:
+            names = set(self._prefixes.get(pattern.resource_type, ()))
+            if wanted:
+                names.add(pattern.name)
+            else:
+                names.discard(pattern.name)
+            index._prefixes = {**self._prefixes, pattern.resource_type: frozenset(names)}
+        return index
 
     def bindings(self) -> Iterable[AclBinding]:
         for pattern, entries in self.by_pattern.items():
@@ -239,9 +253,12 @@ class AclIndex:
         found: list[AccessControlEntry] = []
         for key in (ResourcePattern(resource_type, name), ResourcePattern(resource_type, WILDCARD)):
             found.extend(self.by_pattern.get(key, ()))
-        for prefix in self._prefixes.get(resource_type, ()):
-            if name.startswith(prefix):
-                found.extend(self.by_pattern[ResourcePattern(resource_type, prefix, PatternType.PREFIXED)])
+        prefixes = self._prefixes.get(resource_type)
+        if prefixes:
+            # the name's own prefixes, looked up: a cost in the name's length, not in the number of prefixed ACLs
+            for end in range(1, len(name) + 1):
+                if name[:end] in prefixes:
+                    found.extend(self.by_pattern[ResourcePattern(resource_type, name[:end], PatternType.PREFIXED)])
         return found
 
 
