@@ -287,3 +287,20 @@ def test_a_new_acl_takes_effect_at_once(cluster: ThreadedCluster) -> None:
     for f in admin.create_acls([erin], request_timeout=30).values():
         f.result()
     wait_for(lambda: _fetch(cluster, "User:erin", "secret") == ErrorCode.none)
+
+
+def test_acl_requests_with_unknown_codes_close_the_connection(cluster: ThreadedCluster) -> None:
+    from odradek.protocol.framing import FrameError
+
+    unknown_type = ns(resource_type_filter=0, resource_name_filter=None, pattern_type_filter=1,
+                      principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    with pytest.raises(FrameError, match="UNKNOWN"):
+        call(cluster, ADMIN, 29, 3, unknown_type)
+    out_of_range = ns(creations=[ns(resource_type=2, resource_name="x", resource_pattern_type=3, principal=ALICE,
+                                    host="*", operation=99, permission_type=3)])
+    with pytest.raises(FrameError, match="UNKNOWN"):
+        call(cluster, ADMIN, 30, 3, out_of_range)
+    # ANY where an ACL must be definite is an answer, not a closed connection: INVALID_REQUEST for that one
+    any_operation = ns(creations=[ns(resource_type=2, resource_name="x", resource_pattern_type=3, principal=ALICE,
+                                     host="*", operation=1, permission_type=3)])
+    assert call(cluster, ADMIN, 30, 3, any_operation).results[0].error_code == ErrorCode.invalid_request
