@@ -215,3 +215,31 @@ def test_idempotent_producers_need_write_somewhere(broker: BrokerProcess) -> Non
     except KafkaException as exc:  # librdkafka raises the fatal error from the call that serves callbacks
         errors.append(exc.args[0])
     assert any(e is not None and e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in errors), errors
+
+
+def test_acls_cli_over_sasl(broker: BrokerProcess, tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from odradek.cli import main
+
+    def properties(user: str) -> str:
+        path = tmp_path / f"{user}.properties"
+        path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username={user}\n"
+                        f"sasl.password={USERS[user]}\n")
+        return str(path)
+
+    def acls(user: str, *args: str) -> Any:
+        return CliRunner().invoke(main, ["acls", "--bootstrap-server", broker.listeners["SASL_PLAINTEXT"],
+                                         "--command-config", properties(user), *args], catch_exceptions=False)
+
+    added = acls("admin", "--add", "--allow-principal", "User:bob", "--operation", "Describe", "--topic", "orders")
+    assert added.exit_code == 0, added.output
+    assert "(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)" in added.stdout
+    refused = acls("bob", "--add", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "orders")
+    assert refused.exit_code != 0 and "CLUSTER_AUTHORIZATION_FAILED" in refused.output
+    bob = AdminClient(conf(broker, "bob"))
+    assert "orders" in set(bob.list_topics(timeout=20).topics)  # DESCRIBE for bob: he sees the topic now
+    removed = acls("admin", "--remove", "--force", "--allow-principal", "User:bob", "--operation", "Describe",
+                   "--topic", "orders")
+    assert removed.exit_code == 0, removed.output
+    assert "orders" not in set(bob.list_topics(timeout=20).topics)
