@@ -235,3 +235,18 @@ def test_codes_and_names_are_kafkas() -> None:
     assert (int(TOPIC), int(ResourceType.TRANSACTIONAL_ID), int(LITERAL), int(PREFIXED)) == (2, 5, 3, 4)
     assert Op.CLUSTER_ACTION.pascal == "ClusterAction" and ResourceType.TRANSACTIONAL_ID.pascal == "TransactionalId"
     assert Op.parse("ClusterAction") is Op.CLUSTER_ACTION and Op.parse("describe-configs") is Op.DESCRIBE_CONFIGS
+
+
+def test_authorizer_settings() -> None:
+    from odradek.broker.config import BrokerConfig
+    from odradek.security.authorizer import from_config
+
+    assert from_config(BrokerConfig.build().values) is None  # Kafka's default: no authorizer
+    built = from_config(BrokerConfig.build(overrides={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": " User:admin ; User:broker ;", "allow.everyone.if.no.acl.found": "true"}).values)
+    assert built is not None and built.super_users == {"User:admin", "User:broker"} and built.allow_if_no_acls
+    with pytest.raises(ValueError, match="unknown authorizer"):
+        BrokerConfig.build(overrides={"authorizer.class.name": "com.example.MyAuthorizer"})
+    with pytest.raises(ValueError, match="principalType:name"):
+        BrokerConfig.build(overrides={"super.users": "admin"})

@@ -122,6 +122,9 @@ class BrokerConfig:
                 raise ValueError(f"unknown broker config {name!r}")
             values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
         values.update(typed)
+        from odradek.security.authorizer import check_settings
+
+        check_settings(values)  # a bad authorizer.class.name or super.users is refused here, like any bad value
         explicit = frozenset((overrides or {}).keys()) | frozenset(typed)
         return cls(host=host, port=port, data_dir=data_dir, values=values, explicit=explicit)
 

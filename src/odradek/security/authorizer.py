@@ -55,14 +55,20 @@ def parse_super_users(text: str | None) -> frozenset[str]:
     return frozenset(users)
 
 
-def from_config(values: Mapping[str, Any], sessions: Callable[[], Session] | None = None) -> Authorizer | None:
-    """The authorizer ``authorizer.class.name`` asks for, or None (no authorization, Kafka's default)."""
+def check_settings(values: Mapping[str, Any]) -> None:
+    """ValueError for an ``authorizer.class.name`` other than Kafka's two built-in ones, or a bad ``super.users``."""
     name = (values.get("authorizer.class.name") or "").strip()
-    if not name:
-        return None
-    if name not in AUTHORIZER_CLASSES:
+    if name and name not in AUTHORIZER_CLASSES:
         raise ValueError(f"authorizer.class.name: unknown authorizer {name!r} (odradek has the built-in one: "
                          f"{' or '.join(sorted(AUTHORIZER_CLASSES))})")
+    parse_super_users(values.get("super.users"))
+
+
+def from_config(values: Mapping[str, Any], sessions: Callable[[], Session] | None = None) -> Authorizer | None:
+    """The authorizer ``authorizer.class.name`` asks for, or None (no authorization, Kafka's default)."""
+    check_settings(values)
+    if not (values.get("authorizer.class.name") or "").strip():
+        return None
     return Authorizer(parse_super_users(values.get("super.users")),
                       bool(values.get("allow.everyone.if.no.acl.found")), sessions)
 
