@@ -9,6 +9,7 @@ with Kafka's message and its connection closed.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -80,13 +81,19 @@ def _full_isr(cluster: ThreadedCluster, topic: str) -> bool:
     return cluster.run(check)
 
 
-def test_three_brokers_replicate_over_a_sasl_plain_inter_broker_listener(tmp_path: Path) -> None:
-    cluster = ThreadedCluster(3, tmp_path, overrides=_overrides("PLAIN"))
+def test_three_brokers_replicate_over_a_sasl_plain_inter_broker_listener(tmp_path: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    # sessions last 1.5 s: the brokers' own connections (fetchers, controller channels) re-authenticate in place
+    cluster = ThreadedCluster(3, tmp_path, overrides={**_overrides("PLAIN"), "connections.max.reauth.ms": "1500"})
     try:
-        cluster.start()
-        outgoing = cluster.run(lambda: cluster.cluster.brokers[0].outgoing)
-        assert (outgoing.listener, outgoing.mechanism, outgoing.username) == ("SASL_PLAINTEXT", "PLAIN", "admin")
-        _replicates(cluster)
+        with caplog.at_level(logging.INFO, logger="odradek.broker.connection"):
+            cluster.start()
+            outgoing = cluster.run(lambda: cluster.cluster.brokers[0].outgoing)
+            assert (outgoing.listener, outgoing.mechanism, outgoing.username) == ("SASL_PLAINTEXT", "PLAIN", "admin")
+            _replicates(cluster)
+            wait_for(lambda: "re-authenticated as User:admin" in caplog.text, 30, what="a broker re-authenticating")
+            _replicates(cluster)
+        assert "expired and it did not re-authenticate" not in caplog.text
     finally:
         cluster.close()
 

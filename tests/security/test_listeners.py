@@ -126,6 +126,31 @@ def test_each_broker_registers_every_endpoint_with_its_protocol_map(tmp_path: Pa
                        for name in ("PLAINTEXT", "SASL_PLAINTEXT"))
 
         wait_for(lambda: cluster.run(both_known), 30, what="every broker on both listeners in every cache")
+        # a restarted broker binds the same ports again (clients keep their bootstrap lists)
+        before = cluster.run(lambda: dict(cluster.cluster.brokers[1].advertised))
+        cluster.restart(1)
+        assert cluster.run(lambda: dict(cluster.cluster.brokers[1].advertised)) == before
         assert cluster.cluster.bootstrap_on("SASL_PLAINTEXT").count(",") == 1
     finally:
         cluster.close()
+
+
+def test_brokers_without_the_clients_listener_are_left_out() -> None:
+    import uuid
+
+    from odradek.broker.apis.metadata import topic_entry
+    from odradek.broker.metadata import BrokerEndpoint, MetadataCache, PartitionMeta, TopicMeta
+    from odradek.errors import ErrorCode
+
+    cache = MetadataCache("c")
+    cache.set_broker(BrokerEndpoint(0, "h0", 1, None, (("INTERNAL", "h0", 1), ("EXTERNAL", "e0", 9))))
+    cache.set_broker(BrokerEndpoint(1, "h1", 2, None, (("INTERNAL", "h1", 2),)))
+    assert [(b.broker_id, b.host, b.port) for b in cache.brokers_on("EXTERNAL")] == [(0, "e0", 9)]
+    assert [b.broker_id for b in cache.brokers_on("INTERNAL")] == [0, 1]
+    assert cache.endpoint_on(1, "EXTERNAL") is None and cache.endpoint_on(0, "EXTERNAL") == ("e0", 9)
+    meta = TopicMeta("t", uuid.uuid4(), {0: PartitionMeta(0, 1, 0, [0, 1], [0, 1]),
+                                         1: PartitionMeta(1, 0, 0, [0, 1], [0, 1])})
+    reachable = {b.broker_id for b in cache.brokers_on("EXTERNAL")}
+    for version, error in ((12, ErrorCode.listener_not_found), (5, ErrorCode.leader_not_available)):
+        parts = topic_entry(meta, {0, 1}, reachable, version).partitions
+        assert [(p.leader, p.error_code) for p in parts] == [(-1, int(error)), (0, 0)]

@@ -83,3 +83,12 @@ def test_reauthentication_keeps_principal_and_mechanism(broker: BrokerProcess) -
     conn.handshake("PLAIN")
     assert conn.authenticate(plain_token("admin", "admin-secret")).error_code == ErrorCode.none
     assert conn.metadata_brokers()
+
+
+def test_a_client_that_cannot_reauthenticate_gets_illegal_sasl_state_and_keeps_its_connection(
+        broker: BrokerProcess) -> None:
+    conn = sasl_connection(broker.listeners["SASL_PLAINTEXT"])
+    conn.handshake("PLAIN")
+    assert conn.authenticate(plain_token("admin", "admin-secret"), version=0).error_code == ErrorCode.none
+    assert conn.handshake("PLAIN").error_code == ErrorCode.illegal_sasl_state
+    assert conn.metadata_brokers()

@@ -159,6 +159,11 @@ def test_requests_before_authentication_close_the_connection(broker: BrokerProce
     conn.send_raw_metadata()  # after the handshake, before SaslAuthenticate
     assert conn.closed_by_peer()
     wait_for(lambda: "during SASL authentication." in broker.log_text(), what="the refusal's log line")
+    conn = sasl_connection(broker.listeners["SASL_PLAINTEXT"])
+    conn.handshake("PLAIN")
+    versions = conn.request(18, 3, entity_schemas(18, 3).request(client_software_name="x", client_software_version="1"))
+    assert versions.error_code == ErrorCode.illegal_sasl_state  # Kafka's answer to a stray request mid-exchange
+    assert conn.closed_by_peer()
     # garbage where the first request should be
     sock = sasl_connection(broker.listeners["SASL_PLAINTEXT"]).sock
     sock.sendall(struct.pack(">i", 12) + b"\xde\xad\xbe\xef" * 3)

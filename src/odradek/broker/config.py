@@ -48,6 +48,10 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "leader.imbalance.check.interval.seconds": (int, 300),
     "controlled.shutdown.enable": (bool, True),
     "controlled.shutdown.max.retries": (int, 3),
+    # authorization (ACLs): empty = none, as in Kafka; AclAuthorizer and StandardAuthorizer both mean the built-in one
+    "authorizer.class.name": (str, ""),
+    "super.users": (str, ""),
+    "allow.everyone.if.no.acl.found": (bool, False),
     "log.segment.bytes": (int, 1073741824),
     "log.roll.ms": (int, 604800000),
     "log.retention.ms": (int, 604800000),
@@ -69,6 +73,9 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "transactional.id.expiration.ms": (int, 604800000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "request.timeout.ms": (int, 30000),
+    # client quotas: Kafka's sensors keep quota.window.num samples of quota.window.size.seconds each
+    "quota.window.num": (int, 11),
+    "quota.window.size.seconds": (int, 1),
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connect": (str, None),
     # Listeners and security (issue 14): Kafka's names and defaults; see odradek.security.listeners
@@ -151,6 +158,9 @@ class BrokerConfig:
                 raise ValueError(f"unknown broker config {name!r}")
             values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
         values.update(typed)
+        from odradek.security.authorizer import check_settings
+
+        check_settings(values)  # a bad authorizer.class.name or super.users is refused here, like any bad value
         explicit = frozenset((overrides or {}).keys()) | frozenset(typed)
         return cls(host=host, port=port, data_dir=data_dir, values=values, explicit=explicit)
 

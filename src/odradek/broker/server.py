@@ -6,7 +6,7 @@ module of its own and each given only what it works with:
 
 * :class:`~odradek.broker.replica_manager.ReplicaManager`: partitions, logs and follower fetchers;
 * :mod:`odradek.broker.link`: membership, the controller's requests, ISR propagation, producer-id blocks, the
-  config-change watch, topic administration, controlled shutdown;
+  config-change watch, topic administration, client quotas, controlled shutdown;
 * :class:`~odradek.controller.Controller`: the ZooKeeper-era controller;
 * :class:`~odradek.broker.group.GroupCoordinator`: consumer groups on ``__consumer_offsets``;
 * :class:`~odradek.broker.txn.service.Transactions`: the transaction coordinator on ``__transaction_state``;
@@ -34,6 +34,8 @@ from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.limits import ConnectionQuotas, LimitSettings, idle_expired
+from odradek.broker.link.acl_watch import AclWatch
+from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
 from odradek.broker.link.controller_requests import ControllerRequests
@@ -44,6 +46,7 @@ from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.log import LogManager
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import OffsetsTopicLog, ReplicaManager
 from odradek.broker.services import Services
@@ -59,6 +62,7 @@ from odradek.errors import KafkaError
 from odradek.log_limit import LogLimiter
 from odradek.observe.http import ObserveServer
 from odradek.observe.metrics import make_registry
+from odradek.security.authorizer import from_config as authorizer_from_config
 from odradek.security.broker_client import OutgoingSecurity
 from odradek.security.listeners import Listener, advertised_host, listener_config
 from odradek.security.sasl import SaslSettings, sasl_settings
@@ -144,6 +148,11 @@ class Broker:
         self.isr = IsrPropagation(self.membership, self.clock, lambda: self.controller_requests.controller_epoch)
         self.replicas.isr_writer = self._write_isr
         self.config_watch = ConfigWatch(self.membership, self.replicas.apply_topic_config)
+        self.client_quotas = ClientQuotaService(
+            self.membership, ClientQuotas.create(config["quota.window.num"], config["quota.window.size.seconds"]),
+            self.clock,
+        )
+        self.config_watch.entity_listeners.append(self.client_quotas.entity_changed)
         self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed,
                                       security=self.outgoing)
         controller_props = config.properties()
@@ -151,21 +160,25 @@ class Broker:
         self.controller = Controller(self.broker_id, self.membership.current_session, self.clock, self.transport,
                                      controller_props, gate=self.faults.resumed)
         self.topics = TopicAdmin(self.membership, self.metadata, config)
+        self.authorizer = authorizer_from_config(config.values, self.membership.current)
+        self.acl_watch = AclWatch(self.membership, self.authorizer) if self.authorizer is not None else None
         self.services = Services(
             broker_id=self.broker_id, config=config, metadata=self.metadata,
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
-            controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),
-            stats=self.replicas.stats,
+            controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
+            apis=load_apis(), stats=self.replicas.stats, authorizer=self.authorizer,
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None
         self._servers: list[asyncio.base_events.Server] = []
+        self._bound_ports: dict[str, int] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.limits = LimitSettings.from_values(config.values)
-        self.quotas = ConnectionQuotas(self.limits, self.listeners.inter_broker, len(self.listeners.listeners))
+        self.connection_quotas = ConnectionQuotas(self.limits, self.listeners.inter_broker,
+                                                  len(self.listeners.listeners))
         self._live: set[Connection] = set()
         self.running = False
         self.stopping = False
@@ -247,6 +260,7 @@ class Broker:
                                                 listener.port, limit=1 << 20)
             self._servers.append(server)
             bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
+        self._bound_ports = {name: port for name, (_host, port) in bound.items()}
         self.advertised = {}
         for listener in self.listeners.advertised:
             port = listener.port or bound[listener.name][1]
@@ -255,10 +269,8 @@ class Broker:
 
     @property
     def bound_ports(self) -> dict[str, int]:
-        """Each listener's bound port (a restart binds the same ones again)."""
-        return {name: server.sockets[0].getsockname()[1]
-                for name, server in zip((lst.name for lst in self.listeners.listeners), self._servers, strict=False)
-                if server.sockets}
+        """Each listener's bound port, kept after a stop (a restart binds the same ones again)."""
+        return dict(self._bound_ports)
 
     def _log_dir_failed(self, logs: LogManager, directory: Path) -> None:
         """Kafka's LogDirFailureHandler: tell the controller (it asks which replicas are offline and moves their
@@ -327,6 +339,8 @@ class Broker:
         await self._close_connections()
         await self.replicas.fetchers.stop()
         self.config_watch.stopped = True
+        if self.acl_watch is not None:
+            self.acl_watch.stopped = True
         await self.controller.stop()
         await self.transport.close()
 
@@ -370,7 +384,7 @@ class Broker:
             return
         peer = writer.get_extra_info("peername")
         host = str(peer[0]) if peer else ""
-        refused = self.quotas.admit(listener.name, host)
+        refused = self.connection_quotas.admit(listener.name, host)
         if refused is not None:
             log.info("broker %d: %s", self.broker_id, refused)
             writer.close()
@@ -398,7 +412,7 @@ class Broker:
                 self._live.discard(connection)
             self._connections.discard(task)
             self._writers.discard(writer)
-            self.quotas.release(listener.name, host)
+            self.connection_quotas.release(listener.name, host)
 
     def _close_idle(self) -> None:
         """connections.max.idle.ms: close the connections that have neither read nor written for that long."""

@@ -200,8 +200,7 @@ class SaslConnection:
         enabled = self.settings.mechanisms
         if self.state is State.COMPLETE:
             if version < 1 or not self.supports_reauth:
-                self.fail("SaslHandshake received after successful authentication by a client that cannot "
-                          "re-authenticate")
+                # no re-authentication for this client: Kafka's KafkaApis answers the handshake, and serves on
                 return ErrorCode.illegal_sasl_state, enabled
             self._reauth_principal = self.principal  # KIP-368: a re-authentication begins
         if mechanism not in enabled:
