@@ -524,8 +524,8 @@ class GroupCoordinator:
         self.consumer_groups.groups[classic.group_id] = group
         self._consumer_written[classic.group_id] = {}
         self._migration_records[classic.group_id] = [(encode_key(GroupKey(classic.group_id)), None)]
-        for member in group.members.values():
-            self._arm_consumer_session(group, member, now)
+        for consumer_member in group.members.values():
+            self._arm_consumer_session(group, consumer_member, now)
         log.info("upgraded classic group %s (generation %d, %d members) to a consumer group",
                  classic.group_id, group.group_epoch, len(group.members))
         return True
