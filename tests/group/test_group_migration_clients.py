@@ -163,3 +163,60 @@ def test_migration_disabled_keeps_the_classic_group(broker_factory: Callable[...
     finally:
         classic.close()
         modern.close()
+
+
+def test_kafka_python_classic_member_across_the_migration(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """kafka-python's classic consumer (eager ``range``, its own subscription encoding) through both conversions."""
+    from kafka import KafkaConsumer
+
+    broker = broker_factory(
+        "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=300",
+        "--override", "group.min.session.timeout.ms=1000",
+    )
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    everything = {(topic, p) for p in range(PARTITIONS)}
+    produced = _produce(broker, topic, 0, RECORDS)
+    seen: set[bytes] = set()
+    kp = KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
+        session_timeout_ms=6000, heartbeat_interval_ms=300, auto_commit_interval_ms=200,
+    )
+
+    def kp_owned() -> set[tuple[str, int]]:
+        return {(tp.topic, tp.partition) for tp in kp.assignment()}
+
+    def poll_all(consumers: list[Consumer], predicate: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 60
+        while not predicate():
+            assert time.monotonic() < deadline, "condition not reached"
+            for records in kp.poll(timeout_ms=50).values():
+                seen.update(r.value for r in records)
+            for c in consumers:
+                msg = c.poll(0.05)
+                if msg is not None and msg.error() is None:
+                    seen.add(msg.value())
+
+    modern: Consumer | None = None
+    try:
+        poll_all([], lambda: kp_owned() == everything)
+        modern = _consumer(broker, group, "consumer")
+        modern.subscribe([topic])
+        produced |= _produce(broker, topic, RECORDS, RECORDS)
+
+        def split() -> bool:
+            a, b = kp_owned(), _owned(modern) if modern is not None else set()
+            return bool(a) and bool(b) and not a & b and a | b == everything and produced <= seen
+
+        poll_all([modern], split)
+        assert _group_type(admin, group) == ConsumerGroupType.CONSUMER
+        modern.close()
+        modern = None
+        produced |= _produce(broker, topic, 2 * RECORDS, RECORDS)
+        poll_all([], lambda: kp_owned() == everything and produced <= seen)
+        assert _group_type(admin, group) == ConsumerGroupType.CLASSIC
+    finally:
+        kp.close()
+        if modern is not None:
+            modern.close()

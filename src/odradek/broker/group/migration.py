@@ -79,6 +79,10 @@ def to_consumer_group(classic: Group, topics: TopicsSnapshot) -> ConsumerGroupSt
             classic=ClassicMetadata(member.session_timeout_ms, list(member.protocols)),
         )
         group.target[member.member_id] = dict(assigned)
+    # The subscribed topics' partition counts, as the classic generation saw them: the records name assigned
+    # partitions by topic id through them, and a joining member compares against them.
+    subscribed = {t for m in group.members.values() for t in m.subscribed_names if t in topics}
+    group.subscribed_counts = {t: topics[t][1] for t in sorted(subscribed)}
     return group
 
 
