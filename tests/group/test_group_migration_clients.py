@@ -220,3 +220,40 @@ def test_kafka_python_classic_member_across_the_migration(broker_factory: Callab
         kp.close()
         if modern is not None:
             modern.close()
+
+
+def test_classic_member_joins_a_consumer_group_then_takes_over(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """A cooperative classic member joins a group that already speaks the consumer protocol (the consumer group
+    serves its JoinGroup/SyncGroup/Heartbeat, reconciling with the partitions it reports owning); when the
+    consumer-protocol member leaves, the group is downgraded and the classic member owns everything."""
+    broker = broker_factory(
+        "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=300",
+        "--override", "group.min.session.timeout.ms=1000",
+    )
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    everything = {(topic, p) for p in range(6)}
+    seen: set[bytes] = set()
+    modern: Consumer | None = _consumer(broker, group, "consumer")
+    classic = _consumer(broker, group, "classic", **{"partition.assignment.strategy": "cooperative-sticky"})
+    try:
+        assert modern is not None
+        modern.subscribe([topic])
+        _poll_until([modern], seen, lambda: modern is not None and _owned(modern) == everything)
+        classic.subscribe([topic])
+
+        def split() -> bool:
+            a, b = _owned(classic), _owned(modern) if modern is not None else set()
+            return len(a) == 3 and len(b) == 3 and a | b == everything
+
+        _poll_until([modern, classic], seen, split)
+        assert _group_type(admin, group) == ConsumerGroupType.CONSUMER
+        modern.close()
+        modern = None
+        _poll_until([classic], seen, lambda: _owned(classic) == everything)
+        assert _group_type(admin, group) == ConsumerGroupType.CLASSIC
+    finally:
+        classic.close()
+        if modern is not None:
+            modern.close()

@@ -605,14 +605,16 @@ class GroupCoordinator:
             subscription = decode_subscription(protocols[0][1])
         except ConsumerProtocolError:
             return _join_error(member_id, ErrorCode.inconsistent_group_protocol)
+        if member_id not in group.members and len(group.members) >= self.config.max_size:
+            return _join_error(member_id, ErrorCode.group_max_size_reached)
         if member_id == UNKNOWN_MEMBER_ID:
-            if len(group.members) >= self.config.max_size:
-                return _join_error(member_id, ErrorCode.group_max_size_reached)
             member_id = Group.generate_member_id(client_id, group_instance_id)
             if require_known_member_id:
                 return _join_error(member_id, ErrorCode.member_id_required)
-        elif member_id not in group.members or group.members[member_id].classic is None:
+        elif member_id in group.members and group.members[member_id].classic is None:
             return _join_error(member_id, ErrorCode.unknown_member_id)
+        # A member id the group does not hold yet is the one MEMBER_ID_REQUIRED handed out: Kafka creates the
+        # member (a consumer group keeps no pending members).
         self._refresh_topics()
         member = self.consumer_groups.classic_join(
             group, member_id, group_instance_id, rebalance_timeout_ms,
