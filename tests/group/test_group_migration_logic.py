@@ -4,12 +4,16 @@ inside a consumer group, and its records in ``__consumer_offsets`` (the tagged C
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from typing import Any
 
 import pytest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
+from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.consumer_group import (
+    LEAVE_EPOCH,
     ClassicMetadata,
     ConsumerGroupLogic,
     HeartbeatRequest,
@@ -21,8 +25,13 @@ from odradek.broker.group.consumer_protocol import (
     encode_assignment,
 )
 from odradek.broker.group.consumer_records import group_records, load_groups
+from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.metadata import Group, GroupState, Member
 from odradek.broker.group.migration import MigrationPolicy, can_upgrade, to_classic_members, to_consumer_group
+from odradek.clock import ManualClock
+from odradek.errors import ErrorCode as E
+
+from .memlog import MemoryOffsetsLog
 
 TOPIC = "t"
 TOPICS = {TOPIC: (uuid.uuid4(), 4)}
@@ -122,3 +131,114 @@ def test_classic_member_metadata_survives_the_records() -> None:
     assert member.classic == group.members["c1"].classic
     assert member.assigned == {TOPIC: frozenset({0, 1, 2, 3})}
     assert loaded.group_epoch == 3
+
+
+# --- the coordinator: conversion records, the join timeout, reload -----------------------------------------
+
+
+def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() -> None:
+    async def main() -> None:
+        clock, log = ManualClock(), MemoryOffsetsLog()
+        config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
+        coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
+        coord.topics_source = lambda: TOPICS
+        await coord.load_partition(0)
+        protocols = [("range", subscription(1, [TOPIC]))]
+
+        def join(member_id: str) -> Any:
+            return coord.join_group(
+                "g", member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
+                rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+                protocols=protocols,
+            )
+
+        joined = await join("")
+        synced = await coord.sync_group("g", joined.generation_id, joined.member_id, None,
+                                        assignments={joined.member_id: assignment({TOPIC: [0, 1, 2, 3]})})
+        assert synced.error is E.none
+        c1 = joined.member_id
+
+        new = await coord.consumer_heartbeat(
+            HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
+        )
+        assert new.error is E.none and new.member_epoch == 2
+        assert "g" in coord.consumer_groups.groups and not coord._groups["g"].members
+        # The classic member learns through its heartbeat and rejoins. As Kafka's reconciliation does, its first
+        # join only revokes (it stays at epoch 1 keeping half); the next one, owning nothing, moves it to epoch 2.
+        assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
+        rejoined = await join(c1)
+        assert rejoined.error is E.none and rejoined.generation_id == 1 and rejoined.leader_id == ""
+        synced = await coord.sync_group("g", 1, c1, None, protocol_type="consumer", protocol_name="range")
+        assert len(decode_assignment(synced.assignment)[TOPIC]) == 2
+        assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
+        rejoined = await join(c1)
+        assert rejoined.error is E.none and rejoined.generation_id == 2
+        synced = await coord.sync_group("g", 2, c1, None, protocol_type="consumer", protocol_name="range")
+        got = decode_assignment(synced.assignment)[TOPIC]
+        assert synced.error is E.none and len(got) == 2
+        assert coord.heartbeat("g", 2, c1, None) is E.none
+
+        # A second coordinator reading the log sees a consumer group with a classic member.
+        other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
+        await other.load_partition(0)
+        reloaded = other.consumer_groups.groups["g"]
+        assert reloaded.members[c1].classic is not None and reloaded.members[c1].assigned == {TOPIC: got}
+        assert not other._groups["g"].members
+
+        # The consumer member's subscription changes, the classic member is told to rejoin but stays silent:
+        # after its rebalance timeout it is removed (its heartbeats alone do not keep it in).
+        await coord.consumer_heartbeat(
+            HeartbeatRequest("g", "m", 2, subscribed_names=(TOPIC, "u"), owned=new.assignment), TOPICS
+        )
+        assert coord.heartbeat("g", 2, c1, None) is E.rebalance_in_progress
+        for _ in range(2):
+            clock.advance(9_000)  # within the 10 s session each time
+            assert coord.heartbeat("g", 2, c1, None) is E.rebalance_in_progress
+            await coord.tick()
+        assert c1 in coord.consumer_groups.groups["g"].members
+        clock.advance(2_001)
+        await coord.tick()
+        await asyncio.sleep(0.01)
+        assert list(coord.consumer_groups.groups["g"].members) == ["m"]
+
+    asyncio.run(main())
+
+
+def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
+    async def main() -> None:
+        clock, log = ManualClock(), MemoryOffsetsLog()
+        config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
+        coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
+        coord.topics_source = lambda: TOPICS
+        await coord.load_partition(0)
+        new = await coord.consumer_heartbeat(
+            HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
+        )
+        assert new.member_epoch == 1
+        joined = await coord.join_group(
+            "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
+            rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+            protocols=[("range", subscription(1, [TOPIC]))],
+        )
+        assert joined.error is E.none and joined.generation_id == 2
+        left = await coord.consumer_heartbeat(HeartbeatRequest("g", "m", LEAVE_EPOCH), TOPICS)
+        assert left.error is E.none
+        assert "g" not in coord.consumer_groups.groups
+        classic = coord._groups["g"]
+        assert list(classic.members) == [joined.member_id]
+        assert classic.state is GroupState.PREPARING_REBALANCE and classic.generation_id == 2
+        # The classic member finds the rebalance on its next heartbeat and completes it alone.
+        assert coord.heartbeat("g", 2, joined.member_id, None) is E.rebalance_in_progress
+        again = await coord.join_group(
+            "g", joined.member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
+            rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+            protocols=[("range", subscription(1, [TOPIC]))],
+        )
+        assert again.error is E.none and again.generation_id == 3 and again.leader_id == joined.member_id
+        # Reloaded: a classic group, the consumer group's records gone.
+        other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
+        await other.load_partition(0)
+        assert "g" not in other.consumer_groups.groups
+        assert list(other._groups["g"].members) == [joined.member_id]
+
+    asyncio.run(main())

@@ -174,6 +174,9 @@ class GroupCoordinator:
         self.topics_source: Callable[[], TopicsSnapshot] | None = None
         """The broker's topics now (name → id, partition count), for classic members of consumer groups."""
         self.migration_policy = MigrationPolicy(self.config.consumer_migration_policy)
+        self._classic_deadlines: dict[tuple[str, str], tuple[str, object]] = {}
+        """Per classic member of a consumer group, the pending join or sync deadline (Kafka's join and sync
+        timeouts, both the member's rebalance timeout) as (kind, token)."""
 
     # --- ownership ------------------------------------------------------------------------------------------
 
@@ -626,6 +629,7 @@ class GroupCoordinator:
             return _join_error(member_id, code)
         if self.consumer_groups.groups.get(group.group_id) is group and group.members.get(member_id) is member:
             self._arm_consumer_session(group, member, self._clock.now_ms())
+            self._arm_classic_deadline(group, member, "sync")
         return JoinResult(
             error=ErrorCode.none,
             member_id=member_id,
@@ -655,13 +659,38 @@ class GroupCoordinator:
         ):
             return SyncResult(ErrorCode.inconsistent_group_protocol)
         if group.group_epoch > member.member_epoch and member.state != "unrevoked_partitions":
+            self._arm_classic_deadline(group, member, "join", only_if_absent=True)
             return SyncResult(ErrorCode.rebalance_in_progress)
+        self._classic_deadlines.pop((group.group_id, member.member_id), None)
         self._arm_consumer_session(group, member, self._clock.now_ms())
         try:
             version = version_of(member.classic.protocols[0][1])
         except ConsumerProtocolError:
             version = 0
         return SyncResult(ErrorCode.none, encode_assignment(member.assigned, version), PROTOCOL_TYPE, names[0])
+
+    def _arm_classic_deadline(
+        self, group: ConsumerGroupState, member: ConsumerMember, kind: str, *, only_if_absent: bool = False
+    ) -> None:
+        """A classic member told to rejoin must send JoinGroup, and one that joined must send SyncGroup, within
+        its rebalance timeout, or it is removed from the group (Kafka's consumer group join and sync timeouts)."""
+        key = (group.group_id, member.member_id)
+        pending = self._classic_deadlines.get(key)
+        if only_if_absent and pending is not None and pending[0] == kind:
+            return
+        token = object()
+        self._classic_deadlines[key] = (kind, token)
+
+        def expire() -> None:
+            if self._classic_deadlines.get(key, (None, None))[1] is not token:
+                return
+            del self._classic_deadlines[key]
+            if self.consumer_groups.groups.get(group.group_id) is group and group.members.get(key[1]) is member:
+                log.info("consumer group %s: classic member %s did not send %s within its rebalance timeout",
+                         group.group_id, member.member_id, "JoinGroup" if kind == "join" else "SyncGroup")
+                self._fence_consumer_member(group, member.member_id)
+
+        self._schedule(self._clock.now_ms() + member.rebalance_timeout_ms, expire)
 
     def _classic_heartbeat_consumer(
         self, group: ConsumerGroupState, generation_id: int, member_id: str, group_instance_id: str | None
@@ -672,9 +701,10 @@ class GroupCoordinator:
         if generation_id != member.member_epoch:
             return ErrorCode.illegal_generation
         self._arm_consumer_session(group, member, self._clock.now_ms())
-        return ErrorCode.rebalance_in_progress if self.consumer_groups.classic_must_rejoin(group, member) else (
-            ErrorCode.none
-        )
+        if not self.consumer_groups.classic_must_rejoin(group, member):
+            return ErrorCode.none
+        self._arm_classic_deadline(group, member, "join", only_if_absent=True)
+        return ErrorCode.rebalance_in_progress
 
     def _classic_leave_consumer(
         self, group: ConsumerGroupState, members: Sequence[tuple[str, str | None]]
