@@ -242,3 +242,17 @@ def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
         assert list(other._groups["g"].members) == [joined.member_id]
 
     asyncio.run(main())
+
+
+def test_static_classic_member_restarting_takes_over_its_predecessor() -> None:
+    classic = _classic_group({"c1": [0, 1], "c2": [2, 3]})
+    classic.members["c1"].group_instance_id = "i-1"
+    group = to_consumer_group(classic, TOPICS)
+    logic = ConsumerGroupLogic()
+    logic.groups["g"] = group
+    meta = ClassicMetadata(10_000, [("range", subscription(1, [TOPIC]))])
+    epoch = group.group_epoch
+    member = logic.classic_join(group, "c1-new", "i-1", 30_000, meta, decode_subscription(meta.protocols[0][1]),
+                                TOPICS)
+    assert sorted(group.members) == ["c1-new", "c2"] and group.group_epoch == epoch
+    assert member.assigned == {TOPIC: frozenset({0, 1})} and group.target["c1-new"] == {TOPIC: frozenset({0, 1})}

@@ -364,7 +364,19 @@ class ConsumerGroupLogic:
         An eager member (or a v0 subscription, which cannot say) owns nothing when it joins."""
         member = group.members.get(member_id)
         changed = member is None
-        if member is None:
+        predecessor = None
+        if member is None and instance_id is not None:
+            predecessor = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+        if predecessor is not None:
+            # A restarted static member under a new member id takes over its predecessor's epoch and partitions.
+            del group.members[predecessor.member_id]
+            if predecessor.member_id in group.target:
+                group.target[member_id] = group.target.pop(predecessor.member_id)
+            member = predecessor
+            member.member_id, member.session_token, member.revocation_deadline = member_id, object(), None
+            group.members[member_id] = member
+            changed = False
+        elif member is None:
             member = group.members[member_id] = ConsumerMember(member_id)
         member.classic = classic
         req = HeartbeatRequest(

@@ -616,6 +616,10 @@ class GroupCoordinator:
                 return _join_error(member_id, ErrorCode.member_id_required)
         elif member_id in group.members and group.members[member_id].classic is None:
             return _join_error(member_id, ErrorCode.unknown_member_id)
+        elif group_instance_id is not None and any(
+            m.instance_id == group_instance_id and mid != member_id for mid, m in group.members.items()
+        ):
+            return _join_error(member_id, ErrorCode.fenced_instance_id)
         # A member id the group does not hold yet is the one MEMBER_ID_REQUIRED handed out: Kafka creates the
         # member (a consumer group keeps no pending members).
         self._refresh_topics()
@@ -725,6 +729,7 @@ class GroupCoordinator:
                 continue
             log.info("consumer group %s: classic member %s left", group.group_id, found.member_id)
             found.session_token = object()
+            self._classic_deadlines.pop((group.group_id, found.member_id), None)
             self.consumer_groups.remove_member(group, found.member_id, self._topics)
             results.append(ErrorCode.none)
         self._spawn(self._log_store_error(group))
