@@ -7,6 +7,7 @@ the middle of the upgraded phase resumes the group from ``__consumer_offsets``.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 import uuid
@@ -18,6 +19,7 @@ from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, Produce
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
+from odradek.client import KafkaConnection
 
 PARTITIONS = 4
 RECORDS = 200
@@ -71,6 +73,15 @@ class _Collect(logging.Handler):
         self.out.append(record.getMessage())
 
 
+def _member_types(broker: BrokerProcess, group: str) -> list[int]:
+    """ConsumerGroupDescribe v1's member types (0 classic, 1 consumer), sorted."""
+    mod = importlib.import_module("kio.schema.consumer_group_describe.v1.request")
+    with KafkaConnection(broker.bootstrap) as conn:
+        described = conn.request(69, mod.ConsumerGroupDescribeRequest(group_ids=(group,),
+                                                                       include_authorized_operations=False), 1)
+    return sorted(int(m.member_type) for m in described.groups[0].members)
+
+
 def _group_type(admin: AdminClient, group: str) -> ConsumerGroupType:
     listed = admin.list_consumer_groups().result(30).valid
     return next(g.type for g in listed if g.group_id == group)
@@ -108,6 +119,7 @@ def test_classic_group_upgrades_and_downgrades_online(
 
         _poll_until([classic, modern], seen, split)
         assert _group_type(admin, group) == ConsumerGroupType.CONSUMER
+        assert _member_types(broker, group) == [0, 1]
 
         if restart:
             broker.restart()
