@@ -148,7 +148,7 @@ class ConsumerGroupLogic:
     def heartbeat(
         self, req: HeartbeatRequest, topics: TopicsSnapshot, new_member_id: Callable[[], str]
     ) -> HeartbeatResult:
-        error = self._validate(req)
+        error = self.validate(req)
         if error is not None:
             return error
         group = self.groups.get(req.group_id)
@@ -232,7 +232,8 @@ class ConsumerGroupLogic:
             member.last_sent = dict(member.assigned)
         return HeartbeatResult(ErrorCode.none, member_id=member_id, member_epoch=member.member_epoch, assignment=send)
 
-    def _validate(self, req: HeartbeatRequest) -> HeartbeatResult | None:
+    def validate(self, req: HeartbeatRequest) -> HeartbeatResult | None:
+        """The request's own errors (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR...), before any group is touched."""
         def bad(message: str) -> HeartbeatResult:
             return HeartbeatResult(ErrorCode.invalid_request, message)
 

@@ -405,6 +405,9 @@ class GroupCoordinator:
         ):
             if req.member_epoch != 0 or not can_upgrade(classic, self.migration_policy, self.config.max_size):
                 return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            invalid = self.consumer_groups.validate(req)
+            if invalid is not None:
+                return invalid
             if not self._upgrade(classic, topics):
                 return HeartbeatResult(
                     ErrorCode.group_id_not_found,
