@@ -256,3 +256,31 @@ def test_static_classic_member_restarting_takes_over_its_predecessor() -> None:
                                 TOPICS)
     assert sorted(group.members) == ["c1-new", "c2"] and group.group_epoch == epoch
     assert member.assigned == {TOPIC: frozenset({0, 1})} and group.target["c1-new"] == {TOPIC: frozenset({0, 1})}
+
+
+def test_invalid_heartbeat_or_disabled_policy_leaves_the_classic_group_alone() -> None:
+    async def main() -> None:
+        for policy, assignor, expected in (
+            ("bidirectional", "nope", E.unsupported_assignor),
+            ("downgrade", None, E.group_id_not_found),
+        ):
+            clock, log = ManualClock(), MemoryOffsetsLog()
+            config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0,
+                                 consumer_migration_policy=policy)
+            coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
+            await coord.load_partition(0)
+            joined = await coord.join_group(
+                "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
+                rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+                protocols=[("range", subscription(1, [TOPIC]))],
+            )
+            await coord.sync_group("g", 1, joined.member_id, None, assignments={joined.member_id: b""})
+            result = await coord.consumer_heartbeat(
+                HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=1, subscribed_names=(TOPIC,), owned={},
+                                 server_assignor=assignor),
+                TOPICS,
+            )
+            assert result.error is expected
+            assert "g" not in coord.consumer_groups.groups and list(coord._groups["g"].members) == [joined.member_id]
+
+    asyncio.run(main())
