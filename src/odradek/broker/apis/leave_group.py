@@ -1,7 +1,8 @@
 """LeaveGroup (key 13), versions 0-5: members leave at once instead of waiting out their session.
 
 v0-v2 name one member; its error is the response's error. v3+ batch members, each identified by member id or,
-for static members, by group.instance.id (KIP-345), with one error per member.
+for static members, by group.instance.id (KIP-345), with one error per member. Classic members of a KIP-848
+consumer group leave it the same way (the group epoch moves).
 """
 
 from __future__ import annotations
