@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -44,31 +44,49 @@ def main() -> None:
     parser.add_argument("--per-topic", type=int, default=100)
     parser.add_argument("--written", type=int, default=None,
                         help="partitions that get a record before the stop (default all: logs open on first write)")
+    parser.add_argument("--profile", help="write a py-spy raw (collapsed) profile of the stop to this file")
+    parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable (not a project dependency)")
     args = parser.parse_args()
     written = args.partitions if args.written is None else args.written
     with tempfile.TemporaryDirectory(prefix="clean-stop-") as tmp:
         data_dir = Path(tmp) / "data"
         proc, bootstrap = start(data_dir)
         try:
-            admin = AdminClient({"bootstrap.servers": bootstrap})
-            topics = [NewTopic(f"t{i}", args.partitions // args.per_topic, 1)
+            admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
+            topics = [NewTopic(f"t{i}", args.per_topic, 1)
                       for i in range(args.partitions // args.per_topic)]
             for future in admin.create_topics(topics, operation_timeout=120, request_timeout=120).values():
                 future.result()
             producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+            deadline = time.monotonic() + 300
             for i in range(written):
-                producer.produce(f"t{i % len(topics)}", b"x" * 100, partition=i // len(topics) % args.per_topic)
+                topic, partition = f"t{i % len(topics)}", i // len(topics) % args.per_topic
+                while True:
+                    try:
+                        producer.produce(topic, b"x" * 100, partition=partition)
+                        break
+                    except KafkaException as exc:  # metadata of a just-created topic not there yet, or queue full
+                        if time.monotonic() > deadline:
+                            raise SystemExit(f"could not produce to {topic}-{partition}: {exc}") from exc
+                        producer.poll(0.1)
             producer.flush(60)
             log_dir = data_dir / "broker-0"
-            deadline = time.monotonic() + 60  # leaders create their logs as LeaderAndIsr reaches them
+            deadline = time.monotonic() + 300  # leaders create their logs as LeaderAndIsr reaches them
             while (logs := sum(1 for p in log_dir.iterdir() if p.is_dir())) < args.partitions:
                 if time.monotonic() > deadline:
                     break
                 time.sleep(0.5)
+            profiler = None
+            if args.profile:  # py-spy on the broker for the stop only: where a stop's time goes
+                profiler = subprocess.Popen([args.py_spy, "record", "--idle", "--threads", "--format", "raw",
+                                             "-o", args.profile, "--pid", str(proc.pid)])
+                time.sleep(1)  # py-spy attaches
             started = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=300)
             took = time.monotonic() - started
+            if profiler is not None:
+                profiler.wait(timeout=60)
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -40,6 +40,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.bootstrap = ""
+        self.listeners: dict[str, str] = {}
 
     def start(self) -> BrokerProcess:
         ready = self.data_dir.parent / f"{self.data_dir.name}.ready"
@@ -60,8 +61,11 @@ class BrokerProcess:
             return ready.exists() and ready.read_text().strip().startswith("bootstrap.servers=")
 
         wait_for(is_ready, READY_TIMEOUT_S, what="broker ready file")
-        self.bootstrap = ready.read_text().strip().split("=", 1)[1]
+        # the first line is the ready line; with `listeners` set, one `bootstrap.servers.<LISTENER>=` line each follows
+        first, *others = ready.read_text().strip().splitlines()
+        self.bootstrap = first.split(" ", 1)[0].split("=", 1)[1]
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
+        self.listeners = {k.removeprefix("bootstrap.servers."): v for k, _sep, v in (o.partition("=") for o in others)}
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kio.index import load_request_schema
 
 from odradek.client import KafkaConnection
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, KafkaError
 
 METADATA, CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 3, 19, 20, 32
 
@@ -117,3 +117,39 @@ def describe_topics(
                 f"{p.leader_id if p.leader_id >= 0 else 'none'}\tReplicas: {','.join(map(str, p.replica_nodes))}\t"
                 f"Isr: {','.join(map(str, p.isr_nodes))}" + (f"\t{' '.join(flags)}" if flags else "")
             )
+
+
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+QuotaEntityParts = list[tuple[str, str | None]]
+"""A quota entity as (entity type, name) pairs: ``[("user", "alice"), ("client-id", None)]``; None is the default."""
+
+
+def alter_client_quotas(
+    conn: KafkaConnection, entity: QuotaEntityParts, changes: dict[str, float | None], validate_only: bool = False,
+) -> tuple[ErrorCode, str | None]:
+    """Set (a number) or remove (None) quota keys of one entity (KIP-546's AlterClientQuotas)."""
+    version, cls, mod = request_schema(conn, ALTER_CLIENT_QUOTAS, 1)
+    entry = mod.EntryData(
+        entity=tuple(mod.EntityData(entity_type=t, entity_name=n) for t, n in entity),
+        ops=tuple(mod.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                  for k, v in changes.items()),
+    )
+    result = conn.request(ALTER_CLIENT_QUOTAS, cls(entries=(entry,), validate_only=validate_only), version).entries[0]
+    return ErrorCode(result.error_code), result.error_message
+
+
+def describe_client_quotas(
+    conn: KafkaConnection, components: Sequence[tuple[str, int, str | None]], strict: bool = False,
+) -> list[tuple[QuotaEntityParts, dict[str, float]]]:
+    """The entities matching ``(entity type, match type, match)`` components (match type 0: exact name, 1: the
+    default, 2: any) and their quotas; KafkaError for a refused filter."""
+    version, cls, mod = request_schema(conn, DESCRIBE_CLIENT_QUOTAS, 1)
+    request = cls(components=tuple(mod.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components),
+                  strict=strict)
+    response = conn.request(DESCRIBE_CLIENT_QUOTAS, request, version)
+    if response.error_code != ErrorCode.none:
+        raise KafkaError(ErrorCode(response.error_code), response.error_message)
+    return [
+        ([(e.entity_type, e.entity_name) for e in entry.entity], {v.key: float(v.value) for v in entry.values})
+        for entry in response.entries or ()
+    ]

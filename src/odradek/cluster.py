@@ -23,6 +23,7 @@ from odradek.broker.server import Broker
 from odradek.clock import Clock, SystemClock
 from odradek.coordination.durable import DurableEmbeddedBackend
 from odradek.migration import migrate
+from odradek.security.listeners import rebind
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +67,18 @@ class LocalCluster:
         self.brokers: dict[int, Broker] = {}
         self._expiry: asyncio.Task[None] | None = None
 
-    def _config(self, broker_id: int, port: int | None = None) -> BrokerConfig:
+    def _config(self, broker_id: int, port: int | None = None,
+                listener_ports: Mapping[str, int] | None = None) -> BrokerConfig:
+        """``listener_ports``: a restarted broker's bound ports, kept; otherwise fixed ``listeners`` ports are
+        shifted by the broker's position, as ``--port`` is."""
         settings = dict(self.overrides)
         settings["broker.id"] = str(broker_id)
+        if settings.get("listeners"):
+            position = self.broker_ids.index(broker_id) if broker_id in self.broker_ids else len(self.broker_ids)
+            ports = dict(listener_ports or {})
+            settings["listeners"] = rebind(
+                settings["listeners"],
+                lambda name, fixed: ports.get(name, fixed + position if fixed else 0))
         if self.racks:
             position = self.broker_ids.index(broker_id) if broker_id in self.broker_ids else broker_id
             settings["broker.rack"] = self.racks[position % len(self.racks)]
@@ -100,7 +110,19 @@ class LocalCluster:
 
     @property
     def bootstrap(self) -> str:
+        """Every running broker's first listener (``host:port,...``)."""
         return ",".join(f"{b.host}:{b.port}" for _i, b in sorted(self.brokers.items()) if b.running)
+
+    def bootstrap_on(self, listener: str) -> str:
+        """Every running broker's address on ``listener`` (``host:port,...``)."""
+        return ",".join(f"{host}:{port}" for _i, b in sorted(self.brokers.items()) if b.running
+                        for name, (host, port) in b.advertised.items() if name == listener)
+
+    @property
+    def listener_names(self) -> list[str]:
+        """The advertised listeners' names, in order (the first one's addresses are :attr:`bootstrap`)."""
+        running = [b for _i, b in sorted(self.brokers.items()) if b.running]
+        return list(running[0].advertised) if running else []
 
     async def start(self) -> None:
         self._expiry = asyncio.create_task(self.backend.run_expiry(), name="embedded-store-expiry")
@@ -115,7 +137,9 @@ class LocalCluster:
 
     async def start_broker(self, broker_id: int) -> Broker:
         old = self.brokers.get(broker_id)
-        config = self._config(broker_id, port=old.port if old is not None else None)  # a restart keeps its port
+        # a restart keeps its port(s)
+        config = self._config(broker_id, port=old.port if old is not None else None,
+                              listener_ports=old.bound_ports if old is not None else None)
         broker = Broker(config, self.backend, self.clock, self._metrics_port(broker_id, old))
         await broker.start()
         self.brokers[broker_id] = broker

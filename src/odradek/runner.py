@@ -36,7 +36,10 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     line = f"bootstrap.servers={broker.host}:{broker.port}"
     if broker.metrics_port is not None:
         line += f" metrics=http://{broker.host}:{broker.metrics_port}/metrics"
-    await _serve(line, ready_file, stop_all, broker.halted)
+    per_listener = []
+    if config["listeners"]:
+        per_listener = [f"bootstrap.servers.{name}={host}:{port}" for name, (host, port) in broker.advertised.items()]
+    await _serve(line, ready_file, stop_all, broker.halted, per_listener)
 
 
 async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
@@ -45,13 +48,19 @@ async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
     if cluster.metrics_ports is not None:
         # one line still: the metrics endpoints follow the bootstrap list after a space
         line += f" metrics={cluster.metrics_endpoints}"
-    await _serve(line, ready_file, cluster.stop)
+    per_listener = []
+    if cluster.overrides.get("listeners"):
+        per_listener = [f"bootstrap.servers.{name}={cluster.bootstrap_on(name)}" for name in cluster.listener_names]
+    await _serve(line, ready_file, cluster.stop, per_listener=per_listener)
 
 
 async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]],
-                 halted: asyncio.Event | None = None) -> None:
+                 halted: asyncio.Event | None = None, per_listener: list[str] | None = None) -> None:
     """Announce readiness (one stdout line, and the ready file), then run until SIGINT or SIGTERM (or until the
-    broker stopped itself: ``halted``)."""
+    broker stopped itself: ``halted``).
+
+    The ready line names the first listener. With ``listeners`` configured the ready file then has one line per
+    listener, ``bootstrap.servers.<LISTENER>=host:port,...``; readers take the first line as the ready line."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -59,7 +68,7 @@ async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awai
     print(line, flush=True)
     if ready_file is not None:
         tmp = ready_file.with_suffix(ready_file.suffix + ".tmp")
-        tmp.write_text(line + "\n")
+        tmp.write_text("".join(f"{text}\n" for text in [line, *(per_listener or [])]))
         tmp.replace(ready_file)
     try:
         waits = [asyncio.ensure_future(stop.wait())]

@@ -58,7 +58,7 @@ class ZkBroker:
             return self.ready.exists()
 
         wait_for(ready, 60, what=f"broker {self.broker_id} ready")
-        self.port = int(self.ready.read_text().strip().rsplit(":", 1)[1])
+        self.port = int(self.ready.read_text().splitlines()[0].rsplit(":", 1)[1])
         return self
 
     @property

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 from logtest_helpers import T0, batch, read_all
 
-from odradek.broker.log import checkpoint, producer_state
+from odradek.broker.log import checkpoint, durability, producer_state
 from odradek.broker.log.manager import (
     CLEAN_SHUTDOWN_FILE,
     HIGH_WATERMARK_FILE,
@@ -206,3 +209,46 @@ def test_a_clean_stop_rewrites_only_dirty_logs(tmp_path, clock):
     assert producer_state.snapshot_path(tmp_path / "busy-0", 3).exists()
     assert checkpoint.read_offsets(tmp_path / RECOVERY_POINT_FILE) == {("busy", 0): 3, ("idle", 0): 2}
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_clean_stop_syncs_each_directory_once_instead_of_every_file(tmp_path, clock, monkeypatch):
+    """The closes defer their fsyncs to one filesystem barrier (syncfs) per log directory, written before the
+    checkpoints and the marker that promise durability."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    for partition in range(4):
+        _fill(manager, "orders", partition, 3)
+    calls: list[str] = []
+    real_fsync, real_sync = os.fsync, durability.sync_filesystem
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(durability, "sync_filesystem", lambda d: (calls.append(f"syncfs {d}"), real_sync(d))[1])
+    manager.close()
+    barrier = calls.index(f"syncfs {tmp_path}")
+    # Before the barrier: no per-file fsync (four logs' segments, indexes and snapshots would be a dozen);
+    # after it: the broker-level checkpoints and the marker, each written atomically with its own fsyncs.
+    assert "fsync" not in calls[:barrier]
+    assert calls.count(f"syncfs {tmp_path}") == 1
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    again = LogManager(tmp_path, clock)
+    again.load()
+    assert [again.get("orders", p).log_end_offset for p in range(4)] == [3, 3, 3, 3]
+    again.close()
+
+
+def test_a_failed_barrier_leaves_no_clean_marker(tmp_path, clock, monkeypatch, caplog):
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    _fill(manager, "orders", 0, 3)
+
+    def failing(directory):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(durability, "sync_filesystem", failing)
+    manager.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert "syncing log directory" in caplog.text
+    monkeypatch.undo()
+    again = LogManager(tmp_path, clock)
+    again.load()  # recovers the log from its files, as after a crash
+    assert again.get("orders", 0).log_end_offset == 3
+    again.close()

@@ -121,8 +121,8 @@ def test_odradek_up_prints_each_brokers_metrics_endpoint_on_its_ready_line(tmp_p
          "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready), "--log-level", "WARNING"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
-        line = str(wait_for(lambda: ready.exists() and ready.read_text().strip(), lambda text: bool(text), 60,
-                            "the ready file"))
+        line = str(wait_for(lambda: ready.exists() and ready.read_text().strip().splitlines()[0],
+                            lambda text: bool(text), 60, "the ready file"))
         bootstrap, metrics = line.split(" ")
         assert bootstrap.startswith("bootstrap.servers=") and len(bootstrap.split(",")) == 2
         urls = metrics.removeprefix("metrics=").split(",")

@@ -46,6 +46,10 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "leader.imbalance.check.interval.seconds": (int, 300),
     "controlled.shutdown.enable": (bool, True),
     "controlled.shutdown.max.retries": (int, 3),
+    # authorization (ACLs): empty = none, as in Kafka; AclAuthorizer and StandardAuthorizer both mean the built-in one
+    "authorizer.class.name": (str, ""),
+    "super.users": (str, ""),
+    "allow.everyone.if.no.acl.found": (bool, False),
     "log.segment.bytes": (int, 1073741824),
     "log.roll.ms": (int, 604800000),
     "log.retention.ms": (int, 604800000),
@@ -67,9 +71,27 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "transactional.id.expiration.ms": (int, 604800000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": (int, 3600000),
     "request.timeout.ms": (int, 30000),
+    # client quotas: Kafka's sensors keep quota.window.num samples of quota.window.size.seconds each
+    "quota.window.num": (int, 11),
+    "quota.window.size.seconds": (int, 1),
     "zookeeper.session.timeout.ms": (int, 18000),
     "zookeeper.connect": (str, None),
+    # Listeners and security (issue 14): Kafka's names and defaults; see odradek.security.listeners
+    "listeners": (str, None),
+    "advertised.listeners": (str, None),
+    "listener.security.protocol.map": (
+        str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    "inter.broker.listener.name": (str, None),
+    "security.inter.broker.protocol": (str, "PLAINTEXT"),
+    "sasl.enabled.mechanisms": (str, "GSSAPI"),
+    "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
+    "connection.failed.authentication.delay.ms": (int, 100),
+    "connections.max.reauth.ms": (int, 0),
 }
+
+LISTENER_PREFIX = "listener.name."
+"""Per-listener settings (``listener.name.sasl_plaintext.plain.sasl.jaas.config``, ...): any name under it is accepted
+as a string, as Kafka accepts them, and read through :func:`odradek.security.listeners.listener_setting`."""
 
 def _parse(name: str, kind: type, raw: str) -> Any:
     if kind is bool:
@@ -97,10 +119,16 @@ class BrokerConfig:
     ) -> BrokerConfig:
         values = {k: v for k, (_t, v) in BROKER_DEFAULTS.items()}
         for name, raw in (overrides or {}).items():
+            if name.startswith(LISTENER_PREFIX) and len(name.split(".")) > 3:
+                values[name] = raw
+                continue
             if name not in BROKER_DEFAULTS:
                 raise ValueError(f"unknown broker config {name!r}")
             values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
         values.update(typed)
+        from odradek.security.authorizer import check_settings
+
+        check_settings(values)  # a bad authorizer.class.name or super.users is refused here, like any bad value
         explicit = frozenset((overrides or {}).keys()) | frozenset(typed)
         return cls(host=host, port=port, data_dir=data_dir, values=values, explicit=explicit)
 

@@ -3,9 +3,16 @@
 Like Kafka's SocketServer, a connection has one request in flight inside the broker at a time (Kafka mutes the
 channel until the response is sent), so pipelined requests are answered in order and a producer's batches for a
 partition are appended in the order it sent them. Anything unparseable closes this connection only, with one log
-line naming the peer and the reason. A handler that fails on a well-formed request is our bug, not the client's:
-it is logged as an internal error with its traceback and answered with UNKNOWN_SERVER_ERROR where the response has a
-top-level error code (otherwise the connection is closed, and the client retries).
+line naming the peer and the reason. A client over its quota (Kafka's KIP-219) gets its response at once, with the
+throttle time in it, and then nothing more is read from it until the throttle time has passed. A handler that fails
+on a well-formed request is our bug, not the client's: it is logged as an internal error with its traceback and
+answered with UNKNOWN_SERVER_ERROR where the response has a top-level error code (otherwise the connection is
+closed, and the client retries).
+
+On a SASL listener (:mod:`odradek.security.sasl`) the connection serves only ApiVersions, SaslHandshake and
+SaslAuthenticate (and raw v0 tokens) until the client has authenticated; anything else, a failed exchange, or a
+request after the session expired closes it with one log line, after ``connection.failed.authentication.delay.ms``
+where Kafka delays it. The principal the exchange establishes is what every later request carries.
 """
 
 from __future__ import annotations
@@ -15,9 +22,12 @@ import logging
 import time
 from typing import Any, Protocol
 
+from kio.index import load_response_schema
+
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.faults import FaultState
 from odradek.broker.services import Services
+from odradek.clock import Clock
 from odradek.controller.requests import (
     RequestFormatError,
     decode_request,
@@ -25,7 +35,7 @@ from odradek.controller.requests import (
     frame_response,
     parse_request_frame,
 )
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.entities import empty_entity, encode_entity, forbidden_null
 from odradek.protocol.framing import (
     FrameError,
@@ -34,6 +44,7 @@ from odradek.protocol.framing import (
     request_schema,
 )
 from odradek.protocol.wire import SIZE, WireFormatError, read_request_header, response_header
+from odradek.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslConnection, SaslSettings, State
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +101,15 @@ class Listener(Protocol):
     serving: asyncio.Event
     stopping: bool
     faults: FaultState
+    clock: Clock
 
 
 class Connection:
     def __init__(self, services: Services, listener: Listener, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, listener_name: str = "PLAINTEXT",
+                 sasl: SaslSettings | None = None) -> None:
+        """``listener_name``: the listener that accepted the connection; ``sasl``: its SASL settings when its
+        security protocol is SASL_PLAINTEXT or SASL_SSL (the client must authenticate before anything else)."""
         self.services = services
         self.listener = listener
         self.reader = reader
@@ -103,9 +118,11 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = peer[0] if peer else ""
         self.principal = "User:ANONYMOUS"  # until the listener authenticates the client
-        self.listener_name = "PLAINTEXT"
+        self.listener_name = listener_name
+        self.sasl = SaslConnection(sasl, listener.clock.monotonic_ms) if sasl is not None else None
         self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
         self._parked = 0
+        self._muted_until_ms = 0  # on the quota clock: the client is throttled until then
 
     async def serve(self) -> None:
         max_bytes = self.services.config["socket.request.max.bytes"]
@@ -116,6 +133,7 @@ class Connection:
             await listener.serving.wait()
             while not (listener.stopping or listener.faults.isolated):
                 await listener.faults.resumed.wait()
+                await self._throttled()
                 try:
                     prefix = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError as exc:
@@ -134,8 +152,15 @@ class Connection:
                 except asyncio.IncompleteReadError as exc:
                     log.info("connection %s closed mid-request (%d of %d bytes)", self.peer, len(exc.partial), size)
                     return
+                await self._throttled()  # a parked produce may have been throttled while this was read
                 started = time.perf_counter()
                 key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
+                sasl = self.sasl
+                if sasl is not None and (key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) or not sasl.authenticated
+                                         or sasl.session_expired()):
+                    if not await self._sasl_step(frame, key):
+                        return
+                    continue
                 if key == PRODUCE_KEY:
                     out = await self._produce(frame, started)
                     if out is PARKED:
@@ -161,6 +186,83 @@ class Connection:
             if self._tail is not None and not self._tail.done():
                 self._tail.cancel()
             self.writer.close()
+
+    async def _sasl_step(self, frame: bytes, key: int) -> bool:
+        """One frame of a connection that has not (or no longer) authenticated: a raw v0 token, or a request the
+        SASL state allows (answered), or anything else (the connection closes). False: close the connection."""
+        auth = self.sasl
+        assert auth is not None
+        if auth.raw and auth.state is State.AUTHENTICATE:
+            result = await auth.authenticate(bytes(frame), 0)
+            if auth.failure is not None:
+                return await self._authentication_failed(None)
+            write_chunks(self.writer, [SIZE.pack(len(result.auth_bytes)), result.auth_bytes])
+            await self.writer.drain()
+            self._take_principal()
+            return True
+        if auth.session_expired() and key != SASL_HANDSHAKE:
+            log.info("closing connection %s on listener %s: the SASL session of %s expired and it did not "
+                     "re-authenticate", self.peer, self.listener_name, auth.principal)
+            return False
+        api = self.services.apis.get(key)
+        name = api.__name__.rsplit(".", 1)[1].upper() if api is not None else f"key {key}"
+        exchanging = auth.state is State.AUTHENTICATE
+        if auth.refusal(key, name) is not None:
+            # Kafka answers a stray request during the token exchange with that request's error response
+            # (ILLEGAL_SASL_STATE); during the handshake it just closes
+            return await self._authentication_failed(self._illegal_sasl_state(frame) if exchanging else None)
+        reauthentications = auth.reauthentications
+        out = await self.dispatch(frame)
+        if key == API_VERSIONS_KEY and int.from_bytes(frame[2:4], "big") <= self.services.apis[key].MAX_VERSION:
+            auth.api_versions_answered()  # a too-new version got KIP-511's error: the client may ask again
+        if auth.reauthentications != reauthentications:
+            log.info("connection %s on listener %s re-authenticated as %s (session lifetime %d ms)", self.peer,
+                     self.listener_name, auth.principal, auth.settings.reauth_ms)
+        if auth.failure is not None:
+            return await self._authentication_failed(out)
+        if out:
+            write_chunks(self.writer, out)  # type: ignore[arg-type]
+            await self.writer.drain()
+        self._take_principal()
+        return True
+
+    def _illegal_sasl_state(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
+        """ILLEGAL_SASL_STATE as the request's own response, where that response has a top-level error code."""
+        try:
+            key, version, correlation_id = peek_key_version(frame)
+        except FrameError:
+            return None
+        api = self.services.apis.get(key)
+        if api is None or getattr(api, "RAW", False) or not api.MIN_VERSION <= version <= api.MAX_VERSION:
+            return None
+        cls = load_response_schema(key, version)
+        if "error_code" not in cls.__dataclass_fields__:
+            return None
+        return encode_response(correlation_id, empty_entity(cls, error_code=ErrorCode.illegal_sasl_state))
+
+    def _take_principal(self) -> None:
+        auth = self.sasl
+        if auth is not None and auth.authenticated and auth.principal is not None:
+            if self.principal != auth.principal:
+                log.debug("connection %s on listener %s authenticated as %s with %s", self.peer, self.listener_name,
+                          auth.principal, auth.mechanism)
+            self.principal = auth.principal
+
+    async def _authentication_failed(self, response: list[bytes | bytearray | memoryview] | None) -> bool:
+        """Kafka's failed authentication: after ``connection.failed.authentication.delay.ms`` send the failure
+        response (if the exchange has one) and close, with one log line."""
+        auth = self.sasl
+        assert auth is not None
+        delay_ms = auth.settings.failed_delay_ms
+        if delay_ms > 0:
+            await self.listener.clock.sleep(delay_ms / 1000)
+        if response:
+            write_chunks(self.writer, response)
+            await self.writer.drain()
+        reason = auth.failure or ""
+        log.info("closing connection %s on listener %s: failed authentication (%s)", self.peer, self.listener_name,
+                 reason if reason.isprintable() else ascii(reason))  # client bytes: never raw into the log
+        return False
 
     async def _produce(self, frame: bytes, started: float) -> Any:
         """Run a Produce; once its appends are done and it only waits for replication (acks=all), hand its response
@@ -225,9 +327,12 @@ class Connection:
             raise FrameError(f"malformed request header: {exc}") from exc
         request = decode_body(frame, schema, body_offset)
         ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host,
-                             replicating, self.principal, self.listener_name)
+                             replicating, self.principal, self.listener_name, self.sasl,
+                             size=len(frame))
         try:
             response = await api.handle(ctx, request)
+            if ctx.throttle_ms > 0:
+                self._mute(ctx.throttle_ms)
         except (TypeError, AttributeError, ValueError) as exc:
             name = api.__name__.rsplit(".", 1)[1]
             null = forbidden_null(request)
@@ -237,6 +342,9 @@ class Connection:
                 raise FrameError(f"{name} v{version} request is malformed: {null} is null") from exc
             log.exception("internal error handling %s v%d from %s", name, version, self.peer)
             return self._internal_error(correlation_id, ctx, name)
+        except KafkaError as exc:
+            # A request-wide failure the handler chose not to fold into its response itself.
+            return self._request_error(correlation_id, ctx, api.__name__.rsplit(".", 1)[1], exc)
         if response is None:  # acks=0 produce: no response at all
             return None
         if isinstance(response, Encoded):
@@ -244,12 +352,37 @@ class Connection:
             return frame_encoded(correlation_id, flexible, response)
         return encode_response(correlation_id, response)
 
+    def _mute(self, throttle_ms: int) -> None:
+        """Kafka's ThrottledChannel: the throttle runs from when it was decided; the response still goes out."""
+        until = self.services.quotas.clock.monotonic_ms() + throttle_ms
+        self._muted_until_ms = max(self._muted_until_ms, until)
+
+    async def _throttled(self) -> None:
+        clock = self.services.quotas.clock
+        while (left := self._muted_until_ms - clock.monotonic_ms()) > 0:
+            await clock.sleep(left / 1000)
+
     @staticmethod
     def _internal_error(correlation_id: int, ctx: RequestContext, name: str) -> list[bytes | bytearray | memoryview]:
         cls = ctx.response_class
         if "error_code" not in cls.__dataclass_fields__:
             raise FrameError(f"internal error handling {name} v{ctx.api_version}; its response has no error code")
         return encode_response(correlation_id, empty_entity(cls, error_code=ErrorCode.unknown_server_error))
+
+    @staticmethod
+    def _request_error(correlation_id: int, ctx: RequestContext, name: str,
+                       exc: KafkaError) -> list[bytes | bytearray | memoryview]:
+        """A KafkaError raised out of a handler: the response's top-level error code (and message, where the
+        version has one) is the answer; a response without a top-level error code cannot carry it, so the
+        connection closes, as Kafka's SocketServer closes on a failure it cannot encode."""
+        cls = ctx.response_class
+        fields = cls.__dataclass_fields__
+        if "error_code" not in fields:
+            raise FrameError(f"{name} v{ctx.api_version} failed with {exc.code.name}; its response has no error code")
+        values: dict[str, Any] = {"error_code": exc.code}
+        if "error_message" in fields and exc.message:
+            values["error_message"] = exc.message
+        return encode_response(correlation_id, empty_entity(cls, **values))
 
     async def _dispatch_raw(self, api: Any, frame: bytes) -> list[bytes | bytearray | memoryview]:
         """The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown): Kafka's format,

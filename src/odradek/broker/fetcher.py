@@ -27,6 +27,7 @@ from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
 from odradek.protocol.records import CorruptBatchError, iter_batches
+from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class FetchSettings:
 
     max_bytes: int
     wait_max_ms: int
+    security: OutgoingSecurity = PLAINTEXT
+    """How to reach leaders: the inter-broker listener's security (SASL, later TLS)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +70,8 @@ class ReplicaFetcher:
     def __init__(self, deps: FetcherDeps, leader_id: int, host: str, port: int) -> None:
         self.deps = deps
         self.leader_id = leader_id
-        self.peer = PeerConnection(host, port, f"replica-fetcher-{deps.broker_id}-{leader_id}")
+        self.peer = PeerConnection(host, port, f"replica-fetcher-{deps.broker_id}-{leader_id}",
+                                   deps.settings.security)
         self.partitions: dict[TopicPartition, FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -8,6 +8,7 @@ update: each change replaces whole entries.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,10 +16,24 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
+    """A live broker. ``host``/``port`` are its inter-broker listener's (where peers fetch from); ``listeners``
+    holds every advertised endpoint as ``(listener name, host, port)`` (empty when only one address is known)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def on_listener(self, listener: str) -> BrokerEndpoint | None:
+        """This broker as a client of ``listener`` sees it; None when it has no such listener (Kafka leaves such
+        brokers out of the answer)."""
+        if not self.listeners:
+            return self
+        for name, host, port in self.listeners:
+            if name == listener:
+                return dataclasses.replace(self, host=host, port=port)
+        return None
 
 
 @dataclass(slots=True)
@@ -104,6 +119,16 @@ class MetadataCache:
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         ep = self.brokers.get(broker_id)
         return None if ep is None else (ep.host, ep.port)
+
+    def brokers_on(self, listener: str) -> list[BrokerEndpoint]:
+        """The live brokers with an endpoint on ``listener``, by id, each with that endpoint's address."""
+        found = (b.on_listener(listener) for _id, b in sorted(self.brokers.items()))
+        return [b for b in found if b is not None]
+
+    def endpoint_on(self, broker_id: int, listener: str) -> tuple[str, int] | None:
+        ep = self.brokers.get(broker_id)
+        on = ep.on_listener(listener) if ep is not None else None
+        return None if on is None else (on.host, on.port)
 
     def partition_count(self, topic: str) -> int | None:
         meta = self.topics.get(topic)

@@ -1,7 +1,8 @@
 """An asyncio Kafka client connection between brokers (follower fetches, OffsetForLeaderEpoch).
 
 Requests are kio entities; one request is in flight per connection, as a follower fetcher needs nothing more.
-Any failure closes the connection and raises; the caller (a fetcher) backs off and reconnects. Framing is
+Any failure closes the connection and raises; the caller (a fetcher) backs off and reconnects. It opens through
+:func:`odradek.security.broker_client.open_broker_connection` (the inter-broker listener's security); framing is
 :class:`odradek.protocol.client.AsyncConnection`'s.
 """
 
@@ -11,21 +12,23 @@ from typing import Any
 
 from odradek.protocol.client import AsyncConnection
 from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
+from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity, open_broker_connection
 
 READ_BUFFER = 1 << 22
 """Fetch responses are megabytes: a large stream buffer reads them in few system calls."""
 
 
 class PeerConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: OutgoingSecurity = PLAINTEXT) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security
         self._conn: AsyncConnection | None = None
 
     async def connect(self, timeout: float = 5.0) -> None:
-        self._conn = await AsyncConnection.open(self.host, self.port, self.client_id, timeout=timeout,
-                                                limit=READ_BUFFER)
+        self._conn = await open_broker_connection(self.host, self.port, self.client_id, self.security,
+                                                  timeout=timeout, limit=READ_BUFFER)
 
     @property
     def connected(self) -> bool:

@@ -6,7 +6,7 @@ module of its own and each given only what it works with:
 
 * :class:`~odradek.broker.replica_manager.ReplicaManager`: partitions, logs and follower fetchers;
 * :mod:`odradek.broker.link`: membership, the controller's requests, ISR propagation, producer-id blocks, the
-  config-change watch, topic administration, controlled shutdown;
+  config-change watch, topic administration, client quotas, controlled shutdown;
 * :class:`~odradek.controller.Controller`: the ZooKeeper-era controller;
 * :class:`~odradek.broker.group.GroupCoordinator`: consumer groups on ``__consumer_offsets``;
 * :class:`~odradek.broker.txn.service.Transactions`: the transaction coordinator on ``__transaction_state``;
@@ -21,6 +21,7 @@ one process (``odradek up --brokers N``); nothing here is global.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
+from odradek.broker.link.acl_watch import AclWatch
+from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
 from odradek.broker.link.controller_requests import ControllerRequests
@@ -42,6 +45,7 @@ from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.log import LogManager
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
+from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import OffsetsTopicLog, ReplicaManager
 from odradek.broker.services import Services
@@ -50,12 +54,20 @@ from odradek.broker.txn.config import TxnConfig
 from odradek.broker.txn.service import Transactions
 from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller, TcpTransport
-from odradek.coordination import Backend
+from odradek.coordination import Backend, CoordinationError
 from odradek.coordination import znodes as zn
 from odradek.coordination.store import ConnectionLossError, SessionExpiredError
+from odradek.errors import KafkaError
 from odradek.log_limit import LogLimiter
 from odradek.observe.http import ObserveServer
 from odradek.observe.metrics import make_registry
+from odradek.security.authorizer import from_config as authorizer_from_config
+from odradek.security.broker_client import OutgoingSecurity
+from odradek.security.listeners import Listener, advertised_host, listener_config
+from odradek.security.sasl import SaslSettings, sasl_settings
+from odradek.security.sasl_errors import SaslExchangeError
+from odradek.security.scram import ScramCredential, ScramFormatError
+from odradek.security.scram_store import read_credential
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -91,13 +103,27 @@ class Broker:
         self.clock: Clock = clock or SystemClock()
         self.broker_id = config.broker_id
         self.data_dir = Path(config.data_dir)
-        self.host = config.host
-        self.port = config.port
+        self.listeners = listener_config(config.values, config.host, config.port)
+        self.sasl: dict[str, SaslSettings] = {
+            listener.name: sasl_settings(config.values, listener.name, self._scram_credential)
+            for listener in self.listeners.listeners if listener.sasl
+        }
+        for listener in self.listeners.listeners:
+            if listener.tls:
+                raise ValueError(f"listener {listener.name}: {listener.protocol} is not supported yet")
+        first = self.listeners.advertised[0]
+        self.host = first.host or config.host
+        self.port = first.port
+        self.advertised: dict[str, tuple[str, int]] = {}
+        """Every advertised listener's address, in order, once started (the first names the ready line)."""
+        self.outgoing = OutgoingSecurity.from_config(config.values, self.listeners)
+        """How this broker reaches the others (every outgoing broker connection opens with it)."""
         self.faults = FaultState()
         self.metadata = MetadataCache(cluster_id="")
         self.replicas = ReplicaManager(
             self.broker_id, self.clock, self.metadata,
-            FetchSettings(config["replica.fetch.max.bytes"], config["replica.fetch.wait.max.ms"]), self.faults,
+            FetchSettings(config["replica.fetch.max.bytes"], config["replica.fetch.wait.max.ms"], self.outgoing),
+            self.faults,
         )
         self.membership = Membership(backend, self.broker_id, int(config["zookeeper.session.timeout.ms"]),
                                      self.clock, self.faults)
@@ -114,28 +140,39 @@ class Broker:
         producer_ids = ProducerIdManager(ProducerIdBlocks(self.membership).allocate)
         self.transactions = Transactions(
             self.broker_id, self.clock, self.metadata, self.replicas, self.groups,
-            TxnConfig.from_values(config.values), producer_ids.next_id, self.faults,
+            TxnConfig.from_values(config.values), producer_ids.next_id, self.faults, self.outgoing,
         )
         self.replicas.listeners.append(self.transactions)
         self.controller_requests = ControllerRequests(self.membership, self.replicas, self.metadata,
-                                                      self._drop_offsets_of)
+                                                      self._drop_offsets_of, self.listeners.inter_broker)
         self.isr = IsrPropagation(self.membership, self.clock, lambda: self.controller_requests.controller_epoch)
         self.replicas.isr_writer = self._write_isr
         self.config_watch = ConfigWatch(self.membership, self.replicas.apply_topic_config)
-        self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed)
+        self.client_quotas = ClientQuotaService(
+            self.membership, ClientQuotas.create(config["quota.window.num"], config["quota.window.size.seconds"]),
+            self.clock,
+        )
+        self.config_watch.entity_listeners.append(self.client_quotas.entity_changed)
+        self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed,
+                                      security=self.outgoing)
+        controller_props = config.properties()
+        controller_props["inter.broker.listener.name"] = self.listeners.inter_broker
         self.controller = Controller(self.broker_id, self.membership.current_session, self.clock, self.transport,
-                                     config.properties(), gate=self.faults.resumed)
+                                     controller_props, gate=self.faults.resumed)
         self.topics = TopicAdmin(self.membership, self.metadata, config)
+        self.authorizer = authorizer_from_config(config.values, self.membership.current)
+        self.acl_watch = AclWatch(self.membership, self.authorizer) if self.authorizer is not None else None
         self.services = Services(
             broker_id=self.broker_id, config=config, metadata=self.metadata,
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
-            controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),
-            stats=self.replicas.stats,
+            controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
+            apis=load_apis(), stats=self.replicas.stats, authorizer=self.authorizer,
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self._bound_ports: dict[str, int] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -144,6 +181,13 @@ class Broker:
         # set when the broker stopped itself (every log directory failed); its process should exit, as Kafka's halts
         self.halted = asyncio.Event()
         self.serving = asyncio.Event()  # set once start-up is complete; requests wait for it, as Kafka's do
+
+    async def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential, read on each authentication (a change applies to the next one)."""
+        try:
+            return await read_credential(self.membership.current(), mechanism, user)
+        except (CoordinationError, KafkaError, ScramFormatError) as exc:
+            raise SaslExchangeError(f"Authentication failed: Credentials could not be obtained ({exc})") from None
 
     @property
     def stats(self) -> BrokerStats:
@@ -166,9 +210,11 @@ class Broker:
     async def start(self) -> None:
         heap.tune()
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._server = await asyncio.start_server(self._accept, self.config.host, self.config.port, limit=1 << 20)
-        self.port = self._server.sockets[0].getsockname()[1]
-        self.metadata.set_broker(BrokerEndpoint(self.broker_id, self.config.host, self.port, self.config.rack))
+        await self._open_listeners()
+        inter = self.advertised[self.listeners.inter_broker]
+        self.metadata.set_broker(BrokerEndpoint(
+            self.broker_id, inter[0], inter[1], self.config.rack,
+            tuple((name, host, port) for name, (host, port) in self.advertised.items())))
         http_port = -1
         if self.metrics_port is not None:
             self.http = ObserveServer(self, make_registry(self, self.services.apis))
@@ -190,14 +236,37 @@ class Broker:
             loop.call_soon_threadsafe(self._log_dir_failed, logs, directory)
 
         logs.on_dir_failure.append(dir_failed)
-        await self.membership.register(Registration(self.broker_id, self.host, self.port, self.config.rack,
-                                                    http_port))
+        await self.membership.register(Registration(
+            self.broker_id, self.host, self.port, self.config.rack, http_port,
+            endpoints=tuple(zn.Endpoint(name, host, port) for name, (host, port) in self.advertised.items()),
+            protocol_map={name: self.listeners.protocol_map[name] for name in self.advertised}))
         await self.controller.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
         self.running = True
         self.serving.set()
-        log.info("broker %d listening on %s:%d (log dirs %s)", self.broker_id, self.host, self.port,
+        log.info("broker %d listening on %s (log dirs %s)", self.broker_id,
+                 ",".join(f"{name}://{host}:{port}" for name, (host, port) in self.advertised.items()),
                  ",".join(self.config.log_dirs))
+
+    async def _open_listeners(self) -> None:
+        """Bind every listener (port 0: each its own free port) and work out what each advertises."""
+        bound: dict[str, tuple[str, int]] = {}
+        for listener in self.listeners.listeners:
+            server = await asyncio.start_server(functools.partial(self._accept, listener), listener.host or None,
+                                                listener.port, limit=1 << 20)
+            self._servers.append(server)
+            bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
+        self._bound_ports = {name: port for name, (_host, port) in bound.items()}
+        self.advertised = {}
+        for listener in self.listeners.advertised:
+            port = listener.port or bound[listener.name][1]
+            self.advertised[listener.name] = (advertised_host(listener), port)
+        self.host, self.port = next(iter(self.advertised.values()))
+
+    @property
+    def bound_ports(self) -> dict[str, int]:
+        """Each listener's bound port, kept after a stop (a restart binds the same ones again)."""
+        return dict(self._bound_ports)
 
     def _log_dir_failed(self, logs: LogManager, directory: Path) -> None:
         """Kafka's LogDirFailureHandler: tell the controller (it asks which replicas are offline and moves their
@@ -256,8 +325,8 @@ class Broker:
         """What a stop and a crash share: no more requests, ticks, fetches, controller or config watch."""
         self.stopping = True
         self.running = False
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self.http is not None:
             await self.http.stop()
         if self._tick_task is not None:
@@ -266,6 +335,8 @@ class Broker:
         await self._close_connections()
         await self.replicas.fetchers.stop()
         self.config_watch.stopped = True
+        if self.acl_watch is not None:
+            self.acl_watch.stopped = True
         await self.controller.stop()
         await self.transport.close()
 
@@ -303,7 +374,7 @@ class Broker:
 
     # --- the listener and background work --------------------------------------------------------------------
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.faults.isolated:
             writer.close()
             return
@@ -312,7 +383,7 @@ class Broker:
         self._connections.add(task)
         self._writers.add(writer)
         try:
-            await Connection(self.services, self, reader, writer).serve()
+            await Connection(self.services, self, reader, writer, listener.name, self.sasl.get(listener.name)).serve()
         finally:
             self._connections.discard(task)
             self._writers.discard(writer)

@@ -1,9 +1,9 @@
 """What a request handler may use: the broker's parts, each by its own narrow interface, never the broker.
 
 A handler in :mod:`odradek.broker.apis` reaches the replicas it reads and appends to, the metadata cache, topic
-administration, the group and transaction coordinators, producer ids, and (for the controller's APIs) the controller
-or the applier of its requests. The broker builds one :class:`Services` when it starts; nothing in it can stop, pause
-or rewire the broker.
+administration, the group and transaction coordinators, producer ids, client quotas, and (for the controller's APIs)
+the controller or the applier of its requests. The broker builds one :class:`Services` when it starts; nothing in it
+can stop, pause or rewire the broker.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from types import ModuleType
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.group import GroupCoordinator
+from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.controller_requests import ControllerRequests
 from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.metadata import MetadataCache
@@ -22,6 +23,7 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.stats import BrokerStats
 from odradek.broker.txn.service import Transactions
 from odradek.controller import Controller
+from odradek.security.authorizer import Authorizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,12 @@ class Services:
     producer_ids: ProducerIdManager
     controller: Controller
     controller_requests: ControllerRequests
+    quotas: ClientQuotaService
+    """Client quotas: their znodes (DescribeClientQuotas, AlterClientQuotas) and their enforcement (Produce, Fetch)."""
     apis: Mapping[int, ModuleType]
     """The API registry: every module of :mod:`odradek.broker.apis`, by key (what ApiVersions advertises)."""
     stats: BrokerStats = field(default_factory=BrokerStats)
     """Counters for the metrics endpoint (bytes out to consumers, request times)."""
+    authorizer: Authorizer | None = None
+    """``authorizer.class.name``'s authorizer; None when none is configured (every request is allowed, as in
+    Kafka), so the check on the produce and fetch path is one attribute test."""

@@ -84,7 +84,8 @@ class RequestBatch:
         else:
             self.metadata_partitions.update(partitions)
 
-    def build(self, ctx: ControllerContext, controller_id: int) -> list[Outgoing]:
+    def build(self, ctx: ControllerContext, controller_id: int, listener: str = "PLAINTEXT") -> list[Outgoing]:
+        """``listener``: the inter-broker listener, whose endpoints LeaderAndIsr's live leaders carry."""
         out: list[Outgoing] = []
         if self.metadata_all_live:
             self.metadata_brokers |= ctx.live_or_shutting_down
@@ -97,7 +98,7 @@ class RequestBatch:
             entries = self.leader_and_isr.get(broker)
             if entries:
                 out.append(Outgoing(broker, LEADER_AND_ISR,
-                                    self._leader_and_isr(ctx, controller_id, broker_epoch, entries)))
+                                    self._leader_and_isr(ctx, controller_id, broker_epoch, entries, listener)))
             if metadata is not None and broker in self.metadata_brokers:
                 out.append(Outgoing(broker, UPDATE_METADATA, UpdateMetadataRequest(
                     controller_id, ctx.epoch, broker_epoch, metadata[0], metadata[1])))
@@ -114,7 +115,7 @@ class RequestBatch:
     @staticmethod
     def _leader_and_isr(
         ctx: ControllerContext, controller_id: int, broker_epoch: int,
-        entries: dict[TopicPartition, tuple[LeaderIsr, bool]],
+        entries: dict[TopicPartition, tuple[LeaderIsr, bool]], listener: str,
     ) -> LeaderAndIsrRequest:
         states = []
         leaders: set[int] = set()
@@ -131,7 +132,8 @@ class RequestBatch:
         for leader in sorted(leaders):
             registration = ctx.live_brokers.get(leader)
             if registration is not None and registration.endpoints:
-                endpoint = registration.endpoints[0]
+                endpoint = next((e for e in registration.endpoints if e.listener == listener),
+                                registration.endpoints[0])
                 live_leaders.append(LeaderAndIsrLiveLeader(leader, endpoint.host, endpoint.port))
         return LeaderAndIsrRequest(controller_id, ctx.epoch, broker_epoch, states, live_leaders)
 

@@ -558,7 +558,7 @@ class Controller:
         batch, shared.batch = shared.batch, RequestBatch()
         if not batch or not shared.active or shared.channels is None:
             return
-        for out in batch.build(shared.ctx, self.broker_id):
+        for out in batch.build(shared.ctx, self.broker_id, shared.config.listener):
             callback: Callable[[int, Any], None] = self._response_callback
             if out.api_key == STOP_REPLICA and out.request.delete_partitions:
                 callback = self._stop_replica_callback(out.request)

@@ -20,15 +20,18 @@ from odradek.controller.requests import (
 )
 from odradek.coordination.znodes import Endpoint
 from odradek.protocol.client import AsyncConnection
+from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity, open_broker_connection
 
 __all__ = ["TcpTransport", "request_controlled_shutdown"]
 
 
 class TcpTransport:
     def __init__(self, client_id: str = "odradek-controller", connect_timeout_s: float = 5.0,
-                 gate: asyncio.Event | None = None) -> None:
-        """``gate``, when given and cleared, holds every send (the sending broker is paused)."""
+                 gate: asyncio.Event | None = None, security: OutgoingSecurity = PLAINTEXT) -> None:
+        """``gate``, when given and cleared, holds every send (the sending broker is paused); ``security``: the
+        inter-broker listener's, which every connection to a broker authenticates with."""
         self._gate = gate
+        self._security = security
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
         self._connections: dict[tuple[int, str, int], AsyncConnection] = {}
@@ -40,8 +43,8 @@ class TcpTransport:
         key = (broker_id, endpoint.host, endpoint.port)
         connection = self._connections.get(key)
         if connection is None:
-            opened = await AsyncConnection.open(endpoint.host or "127.0.0.1", endpoint.port, self._client_id,
-                                                timeout=self._connect_timeout_s)
+            opened = await open_broker_connection(endpoint.host or "127.0.0.1", endpoint.port, self._client_id,
+                                                  self._security, timeout=self._connect_timeout_s)
             connection = self._connections.setdefault(key, opened)
             if connection is not opened:  # another send connected first
                 opened.close()

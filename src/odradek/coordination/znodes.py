@@ -35,7 +35,9 @@ __all__ = [
     "CONFIG",
     "CONFIG_CHANGES",
     "CONFIG_CHANGE_PREFIX",
+    "CONFIG_CLIENTS",
     "CONFIG_TOPICS",
+    "CONFIG_USERS",
     "CONTROLLER",
     "CONTROLLER_EPOCH",
     "DELETE_TOPICS",
@@ -52,6 +54,7 @@ __all__ = [
     "ConfigChangeNotification",
     "ControllerRegistration",
     "Endpoint",
+    "EntityConfig",
     "IsrChangeNotification",
     "LogDirEventNotification",
     "PartitionReassignment",
@@ -67,6 +70,7 @@ __all__ = [
     "delete_topic_path",
     "encode_controller_epoch",
     "ensure_kafka_layout",
+    "entity_config_path",
     "generate_broker_id",
     "partition_path",
     "partition_state_path",
@@ -101,6 +105,8 @@ LOG_DIR_EVENT_PREFIX = "/log_dir_event_notification/log_dir_event_"
 LOG_DIR_FAILURE_EVENT = 1
 CONFIG = "/config"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_CLIENTS = "/config/clients"
+CONFIG_USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 CLUSTER = "/cluster"
@@ -115,8 +121,8 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     ISR_CHANGE_NOTIFICATION,
     LOG_DIR_EVENT_NOTIFICATION,
     CONFIG_TOPICS,
-    "/config/clients",
-    "/config/users",
+    CONFIG_CLIENTS,
+    CONFIG_USERS,
     "/config/brokers",
 )
 """What a Kafka broker makes sure exists at startup, so watches on these parents can always be set."""
@@ -149,6 +155,12 @@ def delete_topic_path(topic: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def entity_config_path(entity_path: str) -> str:
+    """``/config/{entity_path}``: ``clients/<id>``, ``users/<user>``, ``users/<user>/clients/<id>`` (sanitized
+    names, ``<default>`` for a default entity), the same ``entity_path`` a change notification carries."""
+    return f"{CONFIG}/{entity_path}"
 
 
 def sequence_number(path: str, prefix: str) -> str:
@@ -572,6 +584,26 @@ class TopicConfig:
 
     @classmethod
     def from_json(cls, data: bytes, path: str) -> TopicConfig:
+        js = _Json(data, path)
+        js.version((1,))
+        return cls({k: js.string(f"config.{k}", v) for k, v in js.obj_of("config").items()})
+
+
+@dataclass(frozen=True, slots=True)
+class EntityConfig:
+    """``/config/clients/...``, ``/config/users/...``: an entity's dynamic configs, Kafka's ``{"version":1,
+    "config":{...}}`` with string values. A user's znode holds both its quotas and its SCRAM credentials, so a
+    writer changes only its own keys and keeps the others (read, change, write back with the version read)."""
+
+    config: Mapping[str, str]
+
+    def to_json(self) -> bytes:
+        return _dump({"version": 1, "config": dict(self.config)})
+
+    @classmethod
+    def from_json(cls, data: bytes, path: str) -> EntityConfig:
+        if not data:  # Kafka creates intermediate znodes (``/config/users/<u>/clients``) empty
+            return cls({})
         js = _Json(data, path)
         js.version((1,))
         return cls({k: js.string(f"config.{k}", v) for k, v in js.obj_of("config").items()})

@@ -55,6 +55,14 @@ class RequestContext:
     principal: str = "User:ANONYMOUS"
     # The listener the request came through (Kafka's listener name), which decides what Metadata advertises.
     listener: str = "PLAINTEXT"
+    # The connection's SASL exchange (odradek.security.sasl.SaslConnection) on a SASL listener, else None: what
+    # SaslHandshake and SaslAuthenticate drive.
+    sasl: Any = None
+    # The request's size in bytes (header and body), what a produce quota counts.
+    size: int = 0
+    # Set by a handler whose client went over its quota (KIP-219): the response carries it, and the connection reads
+    # nothing more from the client until that many milliseconds have passed.
+    throttle_ms: int = 0
 
     @property
     def response_class(self) -> type[Any]:

@@ -14,6 +14,15 @@ stable offset to move (a marker replicated), not for every append. READ_UNCOMMIT
 Every response carries the last stable offset. Incremental fetch sessions (KIP-227) are not created: the session
 id is 0, so clients send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie
 in the log, never copied by the encoder.
+
+Client quotas (``consumer_byte_rate``) apply to consumers, never to followers, as Kafka's KafkaApis applies them: a
+consumer's ``max_bytes`` is capped at what its quota allows in the whole window, the response's size is recorded,
+and a response that takes the client over its quota is replaced by an empty one carrying the throttle time (the
+recording taken back: the data was not sent); the connection is then muted that long (KIP-219).
+
+With an authorizer (as Kafka's KafkaApis): a follower's fetch needs CLUSTER_ACTION on the Cluster, else every
+partition gets TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else its partitions get
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
@@ -59,13 +69,20 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             meta = services.metadata.topics.get(name)
             topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
         wanted.append((name, topic_id, list(t.partitions)))
+    refused: list[tuple[str, uuid.UUID, list[Any]]] = []
+    if services.authorizer is not None:
+        wanted, refused = _authorized(ctx, replica_id, wanted)
 
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
+    max_bytes, min_bytes = request.max_bytes, request.min_bytes
+    if replica_id < 0:
+        max_bytes = int(min(max_bytes, services.quotas.fetch_limit(ctx.principal, ctx.client_id)))
+        min_bytes = min(min_bytes, max_bytes)
     deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
     while True:
-        topics, total, parts = _read_all(ctx, wanted, replica_id, request.max_bytes, committed)
+        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed)
         remaining = deadline - asyncio.get_running_loop().time()
-        if total >= request.min_bytes or remaining <= 0 or not parts:
+        if total >= min_bytes or remaining <= 0 or not parts:
             break
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         for p, seen_lso in parts:
@@ -87,11 +104,34 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     p.remove_data_waiter(woken)
                 else:
                     p.remove_visible_waiter(woken)
+    for name, topic_id, partitions in refused:
+        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed))
+                                        for p in partitions]))
     for topic_id, partitions in unknown_ids:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
         )
-    return Encoded(encode_fetch_response(ctx.api_version, topics))
+    encoded = encode_fetch_response(ctx.api_version, topics)
+    if replica_id < 0:
+        throttle = services.quotas.throttle_fetch(ctx.principal, ctx.client_id, sum(len(b) for b in encoded))
+        if throttle > 0:
+            ctx.throttle_ms = throttle
+            return Encoded(encode_fetch_response(ctx.api_version, [], throttle_ms=throttle))
+        for name, _topic_id, results in topics:
+            for result in results:
+                if result.size:
+                    services.stats.sent(name, result.size)
+    return Encoded(encoded)
+
+
+def _authorized(ctx: RequestContext, replica_id: int, wanted: list[tuple[str, uuid.UUID, list[Any]]],
+                ) -> tuple[list[tuple[str, uuid.UUID, list[Any]]], list[tuple[str, uuid.UUID, list[Any]]]]:
+    if replica_id >= 0:
+        if authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+            return wanted, []
+        return [], wanted
+    return authz.partition_by_authorized(ctx, authz.Operation.READ, authz.ResourceType.TOPIC, wanted,
+                                         lambda w: w[0])
 
 
 def _read_all(
@@ -122,8 +162,6 @@ def _read_all(
                     read_committed=committed,
                 )
                 result.records = read.buffers
-                if replica_id < 0:
-                    services.stats.sent(name, read.size)
                 result.size = read.size
                 result.aborted_transactions = read.aborted_transactions
                 total += read.size

@@ -1,4 +1,8 @@
-"""Topic config changes, announced by AdminZkClient's sequential znodes under ``/config/changes``.
+"""Config changes, announced by AdminZkClient's sequential znodes under ``/config/changes``.
+
+A topic's change (``topics/<t>``) re-reads its overrides for the replica manager; any other entity path
+(``clients/...``, ``users/...``) goes to each of :attr:`ConfigWatch.entity_listeners` (client quotas), which
+re-reads what it owns.
 
 The watch is armed again each time it fires and after every registration (a new session has no watches), and a
 change is applied once: the sequence number of the newest notification handled is remembered.
@@ -7,7 +11,7 @@ change is applied once: the sequence number of the newest notification handled i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from odradek.broker.link.membership import Membership
 from odradek.coordination import EventType, NoNodeError, WatchedEvent
@@ -21,6 +25,7 @@ class ConfigWatch:
     def __init__(self, membership: Membership, apply: Callable[[str, dict[str, str]], None]) -> None:
         self.membership = membership
         self.apply = apply
+        self.entity_listeners: list[Callable[[str], Awaitable[None]]] = []
         self._last_seen = -1
         self.stopped = False
         membership.on_registered(self.watch)
@@ -45,7 +50,11 @@ class ConfigWatch:
             except NoNodeError:
                 continue
             note = zn.decode_or_skip(zn.ConfigChangeNotification.from_json, data, path)
-            if note is None or not note.entity_path.startswith("topics/"):
+            if note is None:
+                continue
+            if not note.entity_path.startswith("topics/"):
+                for listener in self.entity_listeners:
+                    await listener(note.entity_path)
                 continue
             topic = note.entity_path.split("/", 1)[1]
             configs = await zn.read_topic_configs(session, [topic])

@@ -46,9 +46,11 @@ def fence(controller_epoch: int, broker_epoch: int, newest_controller_epoch: int
 
 class ControllerRequests:
     def __init__(self, membership: Membership, replicas: ReplicaManager, metadata: MetadataCache,
-                 on_topic_deleted: Callable[[str], None]) -> None:
+                 on_topic_deleted: Callable[[str], None], inter_broker_listener: str = "PLAINTEXT") -> None:
         """``on_topic_deleted`` hears of every topic the metadata no longer has (the group coordinator drops its
-        committed offsets, as Kafka's does); it must not block."""
+        committed offsets, as Kafka's does); it must not block. ``inter_broker_listener`` names the endpoint of
+        each broker this one connects to (follower fetches, transaction markers)."""
+        self.inter_broker_listener = inter_broker_listener
         self.membership = membership
         self.replicas = replicas
         self.metadata = metadata
@@ -140,9 +142,11 @@ class ControllerRequests:
         cache.controller_id = req.controller_id
         live = {}
         for mb in req.live_brokers:
-            ep = next((e for e in mb.endpoints if e.listener == "PLAINTEXT"), mb.endpoints[0] if mb.endpoints else None)
+            inter = self.inter_broker_listener
+            ep = next((e for e in mb.endpoints if e.listener == inter), mb.endpoints[0] if mb.endpoints else None)
             if ep is not None:
-                live[mb.id] = BrokerEndpoint(mb.id, ep.host, ep.port, mb.rack)
+                live[mb.id] = BrokerEndpoint(mb.id, ep.host, ep.port, mb.rack,
+                                             tuple((e.listener, e.host, e.port) for e in mb.endpoints))
         if live:
             cache.brokers = live
         by_topic: dict[str, list[creq.UpdateMetadataPartitionState]] = {}

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 
 from odradek.broker.faults import FaultState
 from odradek.broker.topics import new_cluster_id
@@ -37,6 +37,10 @@ class Registration:
     rack: str | None
     http_port: int = -1
     """The metrics and console HTTP server's port (-1: none)."""
+    endpoints: tuple[zn.Endpoint, ...] = ()
+    """Every advertised listener (empty: one PLAINTEXT endpoint at ``host``/``port``)."""
+    protocol_map: Mapping[str, str] = field(default_factory=dict)
+    """Each advertised listener's security protocol, as Kafka writes ``listener_security_protocol_map``."""
 
 
 class Membership:
@@ -109,8 +113,8 @@ class Membership:
         assert reg is not None
         registration = zn.BrokerRegistration(
             broker_id=reg.broker_id,
-            endpoints=(zn.Endpoint("PLAINTEXT", reg.host, reg.port),),
-            listener_security_protocol_map={"PLAINTEXT": "PLAINTEXT"},
+            endpoints=reg.endpoints or (zn.Endpoint("PLAINTEXT", reg.host, reg.port),),
+            listener_security_protocol_map=dict(reg.protocol_map) or {"PLAINTEXT": "PLAINTEXT"},
             rack=reg.rack,
             timestamp=self.clock.now_ms(),
             http_port=reg.http_port,

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from odradek.broker.log import durability
 from odradek.placement.model import TopicPartition
 
 VERSION = 0
@@ -25,7 +26,7 @@ def write_atomically(path: Path, text: str) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode())
-        os.fsync(fd)
+        durability.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
@@ -35,7 +36,7 @@ def write_atomically(path: Path, text: str) -> None:
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        durability.fsync(fd)
     finally:
         os.close(fd)
 

@@ -16,6 +16,8 @@ import struct
 from array import array
 from pathlib import Path
 
+from odradek.broker.log import durability
+
 
 class _SparseIndex:
     """Two parallel arrays (``keys`` sorted, ``values`` sorted) mirrored, lazily, into a file of entries."""
@@ -47,7 +49,7 @@ class _SparseIndex:
             if raw:
                 os.pwrite(fd, raw, position)
             if sync:
-                os.fsync(fd)
+                durability.fsync(fd)
         finally:
             os.close(fd)
 

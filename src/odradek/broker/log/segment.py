@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.broker.log import durability
 from odradek.broker.log.handles import OpenFiles, process_files
 from odradek.broker.log.index import OffsetIndex, TimeIndex
 from odradek.broker.log.txn_index import TXNINDEX_SUFFIX, TransactionIndex
@@ -223,7 +224,7 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the data and indexes."""
         with self.files.use(self) as fd:
-            os.fsync(fd)
+            durability.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()

@@ -16,6 +16,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.broker.log import durability
+
 log = logging.getLogger("odradek.log")
 
 TXNINDEX_SUFFIX = ".txnindex"
@@ -113,7 +115,7 @@ class TransactionIndex:
         if self.path.exists():
             fd = os.open(self.path, os.O_RDWR)
             try:
-                os.fsync(fd)
+                durability.fsync(fd)
             finally:
                 os.close(fd)
         self.unsynced = False

@@ -16,13 +16,16 @@ from odradek.broker.faults import FaultState
 from odradek.broker.metadata import MetadataCache
 from odradek.protocol.client import AsyncConnection
 from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
+from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity, open_broker_connection
 
 CONNECT_TIMEOUT_S = 5.0
 
 
 class PeerPool:
-    def __init__(self, metadata: MetadataCache, client_id: str, faults: FaultState | None = None) -> None:
+    def __init__(self, metadata: MetadataCache, client_id: str, faults: FaultState | None = None,
+                 security: OutgoingSecurity = PLAINTEXT) -> None:
         self.metadata = metadata
+        self.security = security
         self.client_id = client_id
         self.faults = faults
         self._connections: dict[tuple[int, str, int], AsyncConnection] = {}
@@ -37,7 +40,8 @@ class PeerPool:
         async with lock:
             conn = self._connections.get(key)
             if conn is None or conn.closed:
-                conn = await AsyncConnection.open(endpoint[0], endpoint[1], self.client_id, timeout=CONNECT_TIMEOUT_S)
+                conn = await open_broker_connection(endpoint[0], endpoint[1], self.client_id, self.security,
+                                                    timeout=CONNECT_TIMEOUT_S)
                 self._connections[key] = conn
         return key, conn
 

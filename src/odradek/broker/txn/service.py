@@ -40,6 +40,7 @@ from odradek.broker.txn.peers import PeerPool
 from odradek.clock import Clock
 from odradek.errors import ErrorCode
 from odradek.placement.model import TopicPartition
+from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +61,21 @@ _TO_PRODUCER: dict[ErrorCode, ErrorCode] = {
 class Transactions:
     def __init__(self, broker_id: int, clock: Clock, metadata: MetadataCache, replicas: ReplicaManager,
                  groups: TransactionalOffsets, config: TxnConfig, next_producer_id: Callable[[], Awaitable[int]],
-                 faults: FaultState | None = None) -> None:
+                 faults: FaultState | None = None, security: OutgoingSecurity = PLAINTEXT) -> None:
+        """``security``: how the coordinator's peers (markers, verification) reach other brokers."""
         self.broker_id = broker_id
         self.metadata = metadata
         self.config = config
         self.timeout_s = config.request_timeout_ms / 1000
         self.writer = MarkerWriter(replicas, groups)
         self.markers = MarkerSender(broker_id, metadata, self.writer,
-                                    PeerPool(metadata, f"broker-{broker_id}-txn-markers", faults), clock,
+                                    PeerPool(metadata, f"broker-{broker_id}-txn-markers", faults, security), clock,
                                     self.timeout_s)
         self.coordinator = TransactionCoordinator(
             broker_id, clock, OffsetsTopicLog(replicas, TRANSACTION_STATE_TOPIC, config.request_timeout_ms),
             config, next_producer_id, self.markers,
         )
-        self._verify_peers = PeerPool(metadata, f"broker-{broker_id}-txn-verify", faults)
+        self._verify_peers = PeerPool(metadata, f"broker-{broker_id}-txn-verify", faults, security)
 
     def partition_for(self, transactional_id: str) -> int:
         return self.coordinator.partition_for(transactional_id)

@@ -1,0 +1,161 @@
+"""The one way a broker opens a connection to another broker: :func:`open_broker_connection`.
+
+Follower fetchers (:mod:`odradek.broker.peer`), the transaction coordinator's peers (markers and verification,
+:mod:`odradek.broker.txn.peers`) and the controller's channels and controlled-shutdown requests
+(:mod:`odradek.controller.transport`) all connect here, to the target's inter-broker listener, with this broker's
+:class:`OutgoingSecurity`: on a SASL listener the connection authenticates (SaslHandshake v1, then SaslAuthenticate)
+with ``sasl.mechanism.inter.broker.protocol`` and the username and password of the listener's JAAS config for that
+mechanism, as Kafka's inter-broker clients do, before it carries anything else. When the target gives the session a
+lifetime (``connections.max.reauth.ms``, KIP-368), the connection re-authenticates in place before it runs out.
+
+TLS goes here too: :attr:`OutgoingSecurity.ssl_context` (None today) is handed to the socket as it opens, so an SSL
+or SASL_SSL inter-broker listener only needs that context built from the ``ssl.*`` settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.errors import ErrorCode
+from odradek.protocol.client import AsyncConnection
+from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
+from odradek.protocol.wire import Buffer
+from odradek.security.listeners import ListenerConfig
+from odradek.security.plain import plain_client_token
+from odradek.security.sasl import client_credentials
+from odradek.security.scram import MECHANISMS, ScramClient, ScramFormatError
+
+log = logging.getLogger(__name__)
+
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+HANDSHAKE_VERSION = 1
+AUTHENTICATE_VERSION = 2
+REAUTH_FRACTION = 0.85
+"""Re-authenticate once this share of the session lifetime has gone (Kafka's clients pick 85-95%)."""
+
+
+class AuthenticationFailed(ConnectionError):
+    """The target refused this broker's credentials: a connection error to its callers (they back off and retry),
+    with the target's message."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingSecurity:
+    """How this broker reaches the others: the inter-broker listener's name and protocol, the SASL mechanism and
+    credentials on it, and the TLS context for SSL/SASL_SSL (None: plain TCP)."""
+
+    listener: str = "PLAINTEXT"
+    protocol: str = "PLAINTEXT"
+    mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+    ssl_context: ssl.SSLContext | None = None
+
+    @classmethod
+    def from_config(cls, values: Mapping[str, Any], listeners: ListenerConfig) -> OutgoingSecurity:
+        """The inter-broker listener's security from the broker's settings (refused at start-up when incomplete)."""
+        name = listeners.inter_broker
+        protocol = listeners.protocol_map.get(name, "PLAINTEXT")
+        if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+            return cls(name, protocol)
+        mechanism = str(values.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").upper()
+        if mechanism != "PLAIN" and mechanism not in MECHANISMS:
+            raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not supported by odradek "
+                             f"(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default is GSSAPI)")
+        username, password = client_credentials(values, name, mechanism)
+        return cls(name, protocol, mechanism, username, password)
+
+
+PLAINTEXT = OutgoingSecurity()
+
+
+class BrokerConnection(AsyncConnection):
+    """An :class:`AsyncConnection` that re-authenticates before its SASL session (if it has a lifetime) runs out."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str | None,
+                 security: OutgoingSecurity, **kwargs: Any) -> None:
+        super().__init__(reader, writer, client_id, **kwargs)
+        self.security = security
+        self._reauth_at: float | None = None
+        self._auth_lock = asyncio.Lock()
+
+    async def request(self, api_key: int, api_version: int, body: Buffer, *, flexible_request: bool,
+                      flexible_response: bool, timeout: float | None = None) -> tuple[bytes, int]:
+        if self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at:
+            async with self._auth_lock:
+                if self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at:
+                    await self.authenticate(timeout or 30.0)
+        return await super().request(api_key, api_version, body, flexible_request=flexible_request,
+                                     flexible_response=flexible_response, timeout=timeout)
+
+    async def _sasl(self, api_key: int, version: int, body: Any, timeout: float) -> Any:
+        schemas = entity_schemas(api_key, version)
+        frame, offset = await super().request(api_key, version, encode_entity(body),
+                                              flexible_request=schemas.flexible_request,
+                                              flexible_response=schemas.flexible_response, timeout=timeout)
+        return decode_entity(schemas.response, frame, offset)
+
+    async def authenticate(self, timeout: float) -> None:
+        """The SASL exchange (first or again): raises :class:`AuthenticationFailed` (the connection is closed)."""
+        security = self.security
+        mechanism = security.mechanism
+        assert mechanism is not None
+        try:
+            hs = await self._sasl(SASL_HANDSHAKE, HANDSHAKE_VERSION,
+                                  entity_schemas(SASL_HANDSHAKE, HANDSHAKE_VERSION).request(mechanism=mechanism),
+                                  timeout)
+            if hs.error_code != ErrorCode.none:
+                raise AuthenticationFailed(f"SASL handshake with {mechanism} refused: {ErrorCode(hs.error_code).name}"
+                                           f" (enabled: {', '.join(hs.mechanisms)})")
+            if mechanism == "PLAIN":
+                answer = await self._token(plain_client_token(security.username, security.password), timeout)
+            else:
+                scram = ScramClient(mechanism, security.username, security.password)
+                first = await self._token(scram.first_message(), timeout)
+                answer = await self._token(scram.final_message(bytes(first.auth_bytes)), timeout)
+                scram.verify_final(bytes(answer.auth_bytes))
+        except ScramFormatError as exc:
+            self.close()
+            raise AuthenticationFailed(f"SCRAM exchange failed: {exc}") from None
+        except AuthenticationFailed:
+            self.close()
+            raise
+        lifetime_ms = answer.session_lifetime.total_seconds() * 1000
+        self._reauth_at = (asyncio.get_running_loop().time() + lifetime_ms * REAUTH_FRACTION / 1000
+                           if lifetime_ms > 0 else None)
+
+    async def _token(self, token: bytes, timeout: float) -> Any:
+        answer = await self._sasl(SASL_AUTHENTICATE, AUTHENTICATE_VERSION,
+                                  entity_schemas(SASL_AUTHENTICATE, AUTHENTICATE_VERSION).request(auth_bytes=token),
+                                  timeout)
+        if answer.error_code != ErrorCode.none:
+            raise AuthenticationFailed(f"SASL authentication as {self.security.username} refused: "
+                                       f"{answer.error_message or ErrorCode(answer.error_code).name}")
+        return answer
+
+
+async def open_broker_connection(host: str, port: int, client_id: str | None, security: OutgoingSecurity = PLAINTEXT,
+                                 *, timeout: float, limit: int = 1 << 16) -> BrokerConnection:
+    """Connect to another broker's inter-broker listener and authenticate as its security requires, all within
+    ``timeout`` seconds. Every broker-to-broker and controller-to-broker connection opens here."""
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection(
+            host, port, limit=limit, ssl=security.ssl_context,
+            server_hostname=host if security.ssl_context is not None else None)
+    conn = BrokerConnection(reader, writer, client_id, security)
+    if security.mechanism is not None:
+        try:
+            await conn.authenticate(timeout)
+        except AuthenticationFailed as exc:
+            log.warning("%s: cannot authenticate to the broker at %s:%d: %s", client_id, host, port, exc)
+            raise
+        except BaseException:
+            conn.close()
+            raise
+    return conn
