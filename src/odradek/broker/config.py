@@ -38,6 +38,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.session.timeout.ms": (int, 45000),
     "group.consumer.heartbeat.interval.ms": (int, 5000),
     "group.consumer.assignors": (str, "uniform,range"),
+    "group.consumer.migration.policy": (str, "bidirectional"),
     "min.insync.replicas": (int, 1),
     "unclean.leader.election.enable": (bool, False),
     "replica.lag.time.max.ms": (int, 30000),

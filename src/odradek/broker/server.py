@@ -137,6 +137,9 @@ class Broker:
             config=GroupConfig.from_overrides({k: str(v) for k, v in config.values.items()}),
         )
         self.replicas.listeners.append(_GroupsFollowOffsets(self.groups))
+        self.groups.topics_source = lambda: {
+            name: (meta.topic_id, len(meta.partitions)) for name, meta in self.metadata.topics.items()
+        }
         producer_ids = ProducerIdManager(ProducerIdBlocks(self.membership).allocate)
         self.transactions = Transactions(
             self.broker_id, self.clock, self.metadata, self.replicas, self.groups,

@@ -1,4 +1,7 @@
-"""ConsumerGroupDescribe (key 69), version 0: KIP-848 groups with each member's current and target assignment.
+"""ConsumerGroupDescribe (key 69), versions 0-1: KIP-848 groups with each member's current and target assignment.
+
+v1 adds each member's type (0 classic, 1 consumer: a classic member of a consumer group is one that joined with
+JoinGroup, or came with its classic group when a consumer-protocol member upgraded it).
 
 Per group: GROUP_ID_NOT_FOUND when no consumer-protocol group has that id (a classic group included, as Kafka
 answers), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as for other group APIs. With an authorizer a group needs
@@ -18,7 +21,8 @@ from odradek.errors import ErrorCode
 
 API_KEY = 69
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -76,8 +80,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         subscribed_topic_regex=m.subscribed_regex,
                         assignment=assignment(m.assigned),
                         target_assignment=assignment(group.target.get(m.member_id, {})),
+                        **typed,
                     )
                     for m in group.members.values()
+                    for typed in [_member_type(ctx, m.classic is not None)]
                 ),
             )
         )
@@ -93,3 +99,7 @@ def _operations(ctx: RequestContext, request: Any, group_id: str) -> int:
     if ctx.services.authorizer is None or not getattr(request, "include_authorized_operations", False):
         return -2147483648
     return authz.authorized_operations(ctx, authz.ResourceType.GROUP, group_id, GROUP_OPERATIONS)
+
+
+def _member_type(ctx: RequestContext, classic: bool) -> dict[str, int]:
+    return {"member_type": CLASSIC_MEMBER if classic else CONSUMER_MEMBER} if ctx.api_version >= 1 else {}

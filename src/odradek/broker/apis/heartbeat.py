@@ -2,7 +2,9 @@
 
 REBALANCE_IN_PROGRESS while the group prepares a rebalance, ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID for a member that
 missed one, FENCED_INSTANCE_ID for a replaced static member (v3+ carry group.instance.id). With an authorizer the
-group needs READ, else GROUP_AUTHORIZATION_FAILED.
+group needs READ, else GROUP_AUTHORIZATION_FAILED. A classic member of a KIP-848 consumer group gets
+REBALANCE_IN_PROGRESS when the group epoch moved past it, when it must revoke, or when partitions it waits for were
+released; it must then rejoin within its rebalance timeout.
 """
 
 from __future__ import annotations

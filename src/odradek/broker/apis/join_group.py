@@ -5,6 +5,10 @@ timeout), as in Kafka. v0 has no rebalance timeout, so the session timeout serve
 without an id first gets MEMBER_ID_REQUIRED with its id (KIP-394). v5 adds group.instance.id (static
 membership), v7 the protocol type in the answer, v9 skip_assignment for a static leader that rejoins a stable
 group (KIP-814). With an authorizer the group needs READ, else GROUP_AUTHORIZATION_FAILED.
+
+In a KIP-848 consumer group (one a consumer-protocol member upgraded, or one it created) the consumer group
+serves the classic member: its subscription comes from the ConsumerProtocol metadata, the answer is immediate,
+with the member epoch as generation and no leader, and a rejoin reconciles it against the partitions it owns.
 """
 
 from __future__ import annotations

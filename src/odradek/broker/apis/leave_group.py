@@ -2,7 +2,8 @@
 
 v0-v2 name one member; its error is the response's error. v3+ batch members, each identified by member id or, for
 static members, by group.instance.id (KIP-345), with one error per member. With an authorizer the group needs READ,
-else GROUP_AUTHORIZATION_FAILED (and no member leaves).
+else GROUP_AUTHORIZATION_FAILED (and no member leaves). Classic members of a
+KIP-848 consumer group leave it the same way (the group epoch moves).
 """
 
 from __future__ import annotations

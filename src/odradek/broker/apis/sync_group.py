@@ -3,7 +3,8 @@
 The leader's request stores the assignment in ``__consumer_offsets``; every member's answer (the leader's too) waits
 until that write is committed, then carries that member's assignment. v3 adds group.instance.id; v5 the protocol
 type and name, which must match the group's (else INCONSISTENT_GROUP_PROTOCOL). With an authorizer the group needs
-READ, else GROUP_AUTHORIZATION_FAILED.
+READ, else GROUP_AUTHORIZATION_FAILED. A classic member of a KIP-848
+consumer group gets, at once, the partitions the server-side assignor gave it, in its protocol's version.
 """
 
 from __future__ import annotations
