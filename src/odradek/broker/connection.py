@@ -96,7 +96,8 @@ are answered (librdkafka's max.in.flight is 1,000,000 without idempotence: TCP b
 
 
 class Listener(Protocol):
-    """What a connection needs of the listener that accepted it: whether it may serve yet, or still."""
+    """What a connection needs of the listener that accepted it: whether it may serve yet, or still, and the clock
+    its idle time is measured on."""
 
     serving: asyncio.Event
     stopping: bool
@@ -123,6 +124,24 @@ class Connection:
         self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
         self._parked = 0
         self._muted_until_ms = 0  # on the quota clock: the client is throttled until then
+        self.last_active_ms = listener.clock.monotonic_ms()  # the last request read or response written
+        self._handling = False
+        self.expired = False
+
+    def idle_since(self) -> int | None:
+        """When this connection last read or wrote, or None while a request of it is being handled (or it is
+        already being closed): what connections.max.idle.ms is measured from."""
+        if self._handling or self._parked or self.expired:
+            return None
+        return self.last_active_ms
+
+    def expire(self) -> None:
+        """Close it for having been idle (the serving loop ends on the closed socket)."""
+        self.expired = True
+        self.writer.close()
+
+    def _touch(self) -> None:
+        self.last_active_ms = self.listener.clock.monotonic_ms()
 
     async def serve(self) -> None:
         max_bytes = self.services.config["socket.request.max.bytes"]
@@ -154,16 +173,21 @@ class Connection:
                     return
                 await self._throttled()  # a parked produce may have been throttled while this was read
                 started = time.perf_counter()
+                self._touch()
+                self._handling = True
                 key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
                 sasl = self.sasl
                 if sasl is not None and (key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) or not sasl.authenticated
                                          or sasl.session_expired()):
                     if not await self._sasl_step(frame, key):
                         return
+                    self._handling = False
+                    self._touch()
                     continue
                 if key == PRODUCE_KEY:
                     out = await self._produce(frame, started)
                     if out is PARKED:
+                        self._handling = False
                         if self._parked >= MAX_PARKED_PRODUCES and self._tail is not None:
                             await self._tail
                         continue
@@ -174,6 +198,8 @@ class Connection:
                 if out:
                     write_chunks(self.writer, out)  # type: ignore[arg-type]
                     await self.writer.drain()
+                self._handling = False
+                self._touch()
                 if key >= 0:
                     stats.request_done(key, (time.perf_counter() - started) * 1000)
         except FrameError as exc:
@@ -292,6 +318,7 @@ class Connection:
             if out:
                 write_chunks(self.writer, out)
                 await self.writer.drain()
+            self._touch()
             self.services.stats.request_done(PRODUCE_KEY, (time.perf_counter() - started) * 1000)
         except (ConnectionError, asyncio.CancelledError):
             task.cancel()
