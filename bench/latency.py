@@ -32,7 +32,7 @@ RECORD = 1024
 
 
 @contextmanager
-def cluster(src: str | None) -> Iterator[str]:
+def cluster(src: str | None) -> Iterator[tuple[str, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         ready = Path(tmp, "ready")
         env = dict(os.environ)
@@ -47,13 +47,19 @@ def cluster(src: str | None) -> Iterator[str]:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("odradek did not start")
                 time.sleep(0.05)
-            yield ready.read_text().split()[0].split("=", 1)[1]
+            yield ready.read_text().split()[0].split("=", 1)[1], proc.pid
         finally:
             proc.terminate()
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process and all its threads so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -120,12 +126,15 @@ def main() -> None:
     args = ap.parse_args()
     for src in args.src or [None]:
         print(f"# broker from {src or 'this checkout'}: {args.rate} msg/s of {RECORD} B for {args.seconds} s")
-        with cluster(src) as bootstrap:
+        with cluster(src) as (bootstrap, pid):
             for name, rf, acks in (("rf3-acks-all", 3, "all"), ("rf1-acks-1", 1, "1")):
+                cpu0 = cpu_seconds(pid)
                 r = run_case(bootstrap, f"lat-{name}", rf, acks, args.rate, args.seconds)
+                cpu_ms = (cpu_seconds(pid) - cpu0) * 1000 / max(r["acked"], 1)
                 print(f"{name:14} ack p50 {r['ack_p50']:.2f} p90 {r['ack_p90']:.2f} p99 {r['ack_p99']:.2f} "
                       f"max {r['ack_max']:.2f} ms | e2e p50 {r['e2e_p50']:.2f} p99 {r['e2e_p99']:.2f} "
-                      f"max {r['e2e_max']:.2f} ms | {r['acked']:.0f} acked {r['received']:.0f} received",
+                      f"max {r['e2e_max']:.2f} ms | {r['acked']:.0f} acked {r['received']:.0f} received | "
+                      f"broker CPU {cpu_ms:.2f} ms/record | load {os.getloadavg()[0]:.1f}",
                       flush=True)
 
 
