@@ -67,13 +67,14 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
 
 
-def run_case(bootstrap: str, topic: str, rf: int, acks: str, rate: int, seconds: float) -> dict[str, float]:
+def run_case(bootstrap: str, topic: str, rf: int, acks: str, rate: int, seconds: float,
+             producer_config: dict[str, str] | None = None) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
                          "fetch.wait.max.ms": 100, "enable.auto.commit": False})
     consumer.subscribe([topic])
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, **(producer_config or {})})
     # warm up: metadata, the group join and the first fetch, so the measured records see the steady state
     producer.produce(topic, b"warm")
     producer.flush(30)
@@ -123,13 +124,16 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--src", action="append", help="run the broker from this src dir (repeatable)")
+    ap.add_argument("-X", dest="producer_config", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra producer config, e.g. -X enable.idempotence=true (repeatable)")
     args = ap.parse_args()
     for src in args.src or [None]:
         print(f"# broker from {src or 'this checkout'}: {args.rate} msg/s of {RECORD} B for {args.seconds} s")
         with cluster(src) as (bootstrap, pid):
             for name, rf, acks in (("rf3-acks-all", 3, "all"), ("rf1-acks-1", 1, "1")):
                 cpu0 = cpu_seconds(pid)
-                r = run_case(bootstrap, f"lat-{name}", rf, acks, args.rate, args.seconds)
+                r = run_case(bootstrap, f"lat-{name}", rf, acks, args.rate, args.seconds,
+                             dict(kv.split("=", 1) for kv in args.producer_config))
                 cpu_ms = (cpu_seconds(pid) - cpu0) * 1000 / max(r["acked"], 1)
                 print(f"{name:14} ack p50 {r['ack_p50']:.2f} p90 {r['ack_p90']:.2f} p99 {r['ack_p99']:.2f} "
                       f"max {r['ack_max']:.2f} ms | e2e p50 {r['e2e_p50']:.2f} p99 {r['e2e_p99']:.2f} "

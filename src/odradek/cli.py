@@ -6,11 +6,11 @@ Subcommands read like Kafka's shell tools (``odradek topics --create --topic t -
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import click
 
+from odradek import event_loop
 from odradek.broker.config import BrokerConfig
 from odradek.errors import ErrorCode
 
@@ -88,7 +88,7 @@ def up(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        asyncio.run(run_cluster(cluster, ready_file))
+        event_loop.run(run_cluster(cluster, ready_file))
     except MigrationRefused as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -123,7 +123,7 @@ def broker(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        asyncio.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port))
+        event_loop.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port))
     except MigrationRefused as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -46,10 +46,6 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
-    # Set by a Produce handler once its appends are done and only the wait for replication remains: the connection
-    # may then read and run the client's next request, so one replication round acknowledges every request queued
-    # behind it (responses still leave in order).
-    replicating: asyncio.Event | None = None
     # Who sent the request, as Kafka's KafkaPrincipal string ("User:alice"): set by the connection once the listener
     # has authenticated it (TLS certificate or SASL); ANONYMOUS on a PLAINTEXT listener, as in Kafka.
     principal: str = "User:ANONYMOUS"
