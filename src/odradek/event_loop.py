@@ -54,7 +54,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return loop_factory()()
 
 
-def run(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run`` on the configured loop."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+def run(main: Coroutine[Any, Any, T], factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> T:
+    """``asyncio.run`` on the configured loop (or ``factory``'s, from :func:`loop_factory` called earlier)."""
+    with asyncio.Runner(loop_factory=factory or loop_factory()) as runner:
         return runner.run(main)
