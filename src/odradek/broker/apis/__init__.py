@@ -54,11 +54,17 @@ class RequestContext:
 
     @property
     def response_class(self) -> type[Any]:
-        return load_response_schema(self.api_key, self.api_version)
+        return _response_schema(self.api_key, self.api_version)
 
     @property
     def response_module(self) -> types.ModuleType:
         return _module_of(self.response_class)
+
+
+@functools.cache
+def _response_schema(api_key: int, api_version: int) -> type[Any]:
+    """kio resolves the class by module name on every call: cached, as every response asks for it."""
+    return load_response_schema(api_key, api_version)
 
 
 def deadline_of(timeout: datetime.timedelta) -> float | None:
