@@ -47,6 +47,8 @@ def _start(cmd: list[str], ready: Path, env: dict[str, str], cwd: str) -> subpro
     deadline = time.monotonic() + 180  # a loaded machine can take a minute to import and start
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()  # never leave a half-started broker behind
+            proc.wait()
             raise RuntimeError(f"odradek did not start: {' '.join(cmd)}")
         time.sleep(0.05)
     return proc
