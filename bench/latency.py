@@ -64,7 +64,7 @@ def cluster(src: str | None, processes: bool = False) -> Iterator[tuple[str, lis
         env["PYTHONPATH"] = str(Path(src).resolve() if src else Path(__file__).resolve().parents[1] / "src")
         common = ["--port", "0", "--log-level", "WARNING"]
         if processes:
-            zk = stack.enter_context(LocalZooKeeper(Path(tmp, "zookeeper")).start())
+            zk = stack.enter_context(LocalZooKeeper(Path(tmp, "zookeeper")))  # __enter__ starts it
             cmds = [(["odradek", "broker", "--id", str(i), "--zookeeper", f"{zk.hosts}/odradek",
                       "--data-dir", f"{tmp}/data-{i}", "--ready-file", f"{tmp}/ready-{i}", *common],
                      Path(tmp, f"ready-{i}")) for i in range(3)]
