@@ -31,7 +31,7 @@ async def tls_echo(ctx: ssl.SSLContext, mapper: PrincipalMapper | None = None) -
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = writer.get_extra_info("peername")[:2]
-        principal = await listener.accept(writer, f"{host}:{port}", timeout=5)
+        principal = listener.principal_of(writer, f"{host}:{port}")
         if principal is None:
             return
         version = writer.get_extra_info("ssl_object").version()
@@ -39,7 +39,7 @@ async def tls_echo(ctx: ssl.SSLContext, mapper: PrincipalMapper | None = None) -
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await listener.serve(handle, "127.0.0.1", 0, timeout=5)
     try:
         yield server.sockets[0].getsockname()[1]
     finally:

@@ -69,7 +69,7 @@ from odradek.security.sasl import SaslSettings, sasl_settings
 from odradek.security.sasl_errors import SaslExchangeError
 from odradek.security.scram import ScramCredential, ScramFormatError
 from odradek.security.scram_store import read_credential
-from odradek.security.tls import ListenerTls
+from odradek.security.tls import ListenerTls, TlsServer
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ class Broker:
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None
-        self._servers: list[asyncio.base_events.Server] = []
+        self._servers: list[asyncio.Server | TlsServer] = []
         self._bound_ports: dict[str, int] = {}
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -259,8 +259,13 @@ class Broker:
         """Bind every listener (port 0: each its own free port) and work out what each advertises."""
         bound: dict[str, tuple[str, int]] = {}
         for listener in self.listeners.listeners:
-            server = await asyncio.start_server(functools.partial(self._accept, listener), listener.host or None,
-                                                listener.port, limit=1 << 20)
+            accept = functools.partial(self._accept, listener)
+            tls = self.tls.get(listener.name)
+            if tls is not None:
+                server: asyncio.Server | TlsServer = await tls.serve(accept, listener.host or None, listener.port,
+                                                                     limit=1 << 20)
+            else:
+                server = await asyncio.start_server(accept, listener.host or None, listener.port, limit=1 << 20)
             self._servers.append(server)
             bound[listener.name] = (listener.host, server.sockets[0].getsockname()[1])
         self._bound_ports = {name: port for name, (_host, port) in bound.items()}
@@ -401,8 +406,8 @@ class Broker:
             tls = self.tls.get(listener.name)
             certified = None
             if tls is not None:
-                # before anything else: the handshake, and on SSL the client's certificate names it
-                certified = await tls.accept(writer, f"{host}:{peer[1]}" if peer else "?")
+                # the handshake is done (TlsServer); on SSL the client's certificate names it
+                certified = tls.principal_of(writer, f"{host}:{peer[1]}" if peer else "?")
                 if certified is None:
                     return
             connection = Connection(self.services, self, reader, writer, listener.name, self.sasl.get(listener.name))

@@ -14,9 +14,10 @@ lowest and highest listed); when empty, ``ssl.protocol`` is the highest. On the 
 certificate; an empty value turns the check off. Per-listener overrides (``listener.name.<l>.ssl.*``) are resolved
 by :meth:`BrokerConfig.for_listener`, as Kafka resolves them.
 
-The server handshake runs after the connection is accepted (:func:`server_handshake`), not inside asyncio's
-``start_server``: the connection limits apply before any TLS work, and a failed handshake (a plaintext client on a
-TLS port, random bytes) is one log line naming the peer, where asyncio would close it without a word.
+The server handshake runs in :class:`TlsServer`, which accepts sockets itself and hands each to
+``loop.connect_accepted_socket``: a failed handshake (a plaintext client on a TLS port, random bytes) is one log line
+naming the peer, where asyncio's ``start_server`` would close it without a word, on asyncio's loop and uvloop alike.
+The connection limits apply once the handshake is done.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import ssl
 import tempfile
 from collections.abc import Callable
@@ -238,17 +240,80 @@ def _load_truststore(ctx: ssl.SSLContext, settings: TlsSettings) -> None:
         raise TlsConfigError(f"Failed to load PEM SSL truststore {location}: {exc}") from exc
 
 
-async def server_handshake(writer: asyncio.StreamWriter, ctx: ssl.SSLContext, peer: str,
-                           timeout: float = HANDSHAKE_TIMEOUT_S) -> bool:
-    """Upgrade an accepted connection to TLS; False (after one log line and closing it) when the handshake fails."""
-    try:
-        await writer.start_tls(ctx, ssl_handshake_timeout=timeout)
-    except (ssl.SSLError, ConnectionError, TimeoutError, asyncio.IncompleteReadError, OSError) as exc:
-        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-        log.warning("closing connection %s: TLS handshake failed (%s)", peer, reason)
-        writer.close()
-        return False
-    return True
+class TlsServer:
+    """An SSL or SASL_SSL listener's server: it accepts sockets itself and runs each TLS handshake through
+    ``loop.connect_accepted_socket``, which raises when the handshake fails.
+
+    ``asyncio.start_server(ssl=...)`` would close a failed handshake without a word (asyncio logs an ``OSError`` on
+    a TLS transport only in debug mode), and upgrading an accepted stream with ``StreamWriter.start_tls`` fails on
+    uvloop's server side (and races with the stream reading the ClientHello on asyncio's). Here a failed handshake
+    (a plaintext client on a TLS port, random bytes, a timeout) is one log line naming the peer, on any event loop,
+    and the connection callback only ever sees connections whose handshake completed.
+    """
+
+    def __init__(self, sock: socket.socket, context: ssl.SSLContext,
+                 client_connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any], limit: int,
+                 timeout: float) -> None:
+        self._sock = sock
+        self._context = context
+        self._client_connected = client_connected
+        self._limit = limit
+        self._timeout = timeout
+        self._handshakes: set[asyncio.Task[None]] = set()
+        self._acceptor = asyncio.get_running_loop().create_task(self._accept_loop())
+
+    @classmethod
+    async def start(cls, context: ssl.SSLContext,
+                    client_connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any],
+                    host: str | None, port: int, limit: int = 1 << 16,
+                    timeout: float = HANDSHAKE_TIMEOUT_S) -> TlsServer:
+        sock = socket.create_server((host or "", port), family=socket.AF_INET6 if host and ":" in host
+                                    else socket.AF_INET, backlog=1024, reuse_port=False)
+        sock.setblocking(False)
+        return cls(sock, context, client_connected, limit, timeout)
+
+    @property
+    def sockets(self) -> tuple[socket.socket, ...]:
+        return (self._sock,)
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, address = await loop.sock_accept(self._sock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:  # out of descriptors, say: the listener keeps going
+                log.warning("TLS listener on port %d: accept failed (%s)", self._sock.getsockname()[1], exc)
+                await asyncio.sleep(0.1)
+                continue
+            task = loop.create_task(self._handshake(conn, f"{address[0]}:{address[1]}"))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, conn: socket.socket, peer: str) -> None:
+        loop = asyncio.get_running_loop()
+
+        def factory() -> asyncio.StreamReaderProtocol:
+            return asyncio.StreamReaderProtocol(asyncio.StreamReader(limit=self._limit, loop=loop),
+                                                self._client_connected, loop=loop)
+
+        try:
+            await loop.connect_accepted_socket(factory, conn, ssl=self._context,
+                                               ssl_handshake_timeout=self._timeout)
+        except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            log.warning("closing connection %s: TLS handshake failed (%s)", peer, reason)
+            conn.close()
+
+    def close(self) -> None:
+        self._acceptor.cancel()
+        for task in list(self._handshakes):
+            task.cancel()
+        self._sock.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(self._acceptor, *self._handshakes, return_exceptions=True)
 
 
 def peer_subject(writer: asyncio.StreamWriter) -> str | None:
@@ -278,13 +343,16 @@ class ListenerTls:
         or ValueError (a bad mapping rule) when it cannot be served."""
         return cls(server_context(TlsSettings.resolve(get)), PrincipalMapper(get("ssl.principal.mapping.rules")))
 
-    async def accept(self, writer: asyncio.StreamWriter, peer: str,
-                     timeout: float = HANDSHAKE_TIMEOUT_S) -> str | None:
-        """Run the handshake and name the client: ``User:<mapped subject>`` for a client certificate,
-        ``User:ANONYMOUS`` without one; None once the connection is closed (a failed handshake, a certificate no
-        rule maps), with one log line."""
-        if not await server_handshake(writer, self.context, peer, timeout):
-            return None
+    async def serve(self, client_connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any],
+                    host: str | None, port: int, limit: int = 1 << 16,
+                    timeout: float = HANDSHAKE_TIMEOUT_S) -> TlsServer:
+        """Listen on ``host:port``; ``client_connected`` gets each connection once its handshake completed."""
+        return await TlsServer.start(self.context, client_connected, host, port, limit, timeout)
+
+    def principal_of(self, writer: asyncio.StreamWriter, peer: str) -> str | None:
+        """Name a client whose handshake completed: ``User:<mapped subject>`` for a client certificate,
+        ``User:ANONYMOUS`` without one; None once the connection is closed (a certificate no rule maps), with one
+        log line."""
         try:
             return self.mapper.principal(peer_subject(writer))
         except (NoMatchingRule, ssl.SSLError, ValueError) as exc:
