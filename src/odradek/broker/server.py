@@ -29,6 +29,7 @@ from odradek.broker.api_registry import load_apis
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import Connection
 from odradek.broker.faults import FaultState
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
@@ -129,6 +130,7 @@ class Broker:
             producer_ids=producer_ids,
             controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),
             stats=self.replicas.stats,
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], self.clock),
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None

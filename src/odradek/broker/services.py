@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.group import GroupCoordinator
 from odradek.broker.link.controller_requests import ControllerRequests
 from odradek.broker.link.topic_admin import TopicAdmin
@@ -40,3 +41,5 @@ class Services:
     """The API registry: every module of :mod:`odradek.broker.apis`, by key (what ApiVersions advertises)."""
     stats: BrokerStats = field(default_factory=BrokerStats)
     """Counters for the metrics endpoint (bytes out to consumers, request times)."""
+    fetch_sessions: FetchSessionCache | None = None
+    """Incremental fetch sessions (KIP-227); None serves every fetch sessionless."""

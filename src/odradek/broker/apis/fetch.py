@@ -11,18 +11,33 @@ DelayedFetch); one partition's event wakes the whole request, which re-reads eve
 aborted transactions overlapping the returned range (from the partition's ``.txnindex`` files, as
 Kafka's collectAbortedTxns), which the consumer uses to drop aborted records; such a fetch waits for the last
 stable offset to move (a marker replicated), not for every append. READ_UNCOMMITTED answers a null aborted list.
-Every response carries the last stable offset. Incremental fetch sessions (KIP-227) are not created: the session
-id is 0, so clients send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie
-in the log, never copied by the encoder.
+Every response carries the last stable offset. Topics are named by id from v13. Record bytes go to the socket as
+they lie in the log, never copied by the encoder.
+
+Incremental fetch sessions (KIP-227, v7+): :mod:`odradek.broker.fetch_sessions` decides what a request is from its
+session id and epoch. A full fetch with epoch 0 creates a session when the cache has a slot (the response carries
+its id); an incremental fetch names only the partitions whose fetch state changed and those to forget, every
+partition of the session is read (a follower's fetch offset is recorded for each, from the session when the request
+leaves it out), and the response keeps only partitions with records, an error or a changed high watermark, last
+stable offset or log start offset. A session error answers the error code at the top with no partitions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from odradek.broker.apis import Encoded, RequestContext
+from odradek.broker.fetch_sessions import (
+    INVALID_SESSION_ID,
+    SESSIONLESS,
+    CachedPartition,
+    ContextKind,
+    FetchSession,
+    TopicKey,
+)
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
@@ -43,22 +58,27 @@ def _replica_id(request: Any) -> int:
 
 async def handle(ctx: RequestContext, request: Any) -> Encoded:
     services = ctx.services
+    version = ctx.api_version
     replica_id = _replica_id(request)
-    wanted: list[tuple[str, uuid.UUID, list[Any]]] = []
-    unknown_ids: list[tuple[uuid.UUID, list[Any]]] = []
-    for t in request.topics:
-        if ctx.api_version >= 13:
-            topic_id: uuid.UUID = t.topic_id or uuid.UUID(int=0)
-            meta = services.metadata.topic_by_id(topic_id)
-            if meta is None:
-                unknown_ids.append((topic_id, list(t.partitions)))
-                continue
-            name: str = meta.name
-        else:
-            name = t.topic
-            meta = services.metadata.topics.get(name)
-            topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
-        wanted.append((name, topic_id, list(t.partitions)))
+    by_id = version >= 13
+    cache = services.fetch_sessions
+    context = SESSIONLESS
+    if version >= 7 and cache is not None:
+        context = cache.new_context(
+            request.session_id, request.session_epoch, by_id, _requested(request, by_id), _forgotten(request, by_id)
+        )
+        if context.kind is ContextKind.ERROR:
+            return Encoded(encode_fetch_response(version, [], error_code=context.error_code))
+    session = context.session
+    wanted: list[tuple[str, uuid.UUID, Sequence[Any]]] = []
+    unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]] = []
+    if session is not None:
+        for key, cached in session.topics.items():
+            _want(services, key, list(cached.values()), by_id, wanted, unknown_ids)
+    else:
+        for t in request.topics:
+            _want(services, (t.topic_id or uuid.UUID(int=0)) if by_id else t.topic, t.partitions, by_id, wanted,
+                  unknown_ids)
 
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
@@ -91,11 +111,100 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
         )
-    return Encoded(encode_fetch_response(ctx.api_version, topics))
+    session_id = INVALID_SESSION_ID
+    if session is not None:
+        topics = _changed_only(session, topics, by_id)
+        session_id = session.id
+    elif context.kind is ContextKind.FULL and cache is not None:
+        session_id = cache.maybe_create(replica_id >= 0, by_id, _to_cache(wanted, unknown_ids, topics, by_id))
+    return Encoded(encode_fetch_response(version, topics, session_id=session_id))
+
+
+def _want(
+    services: Any, key: TopicKey, partitions: Sequence[Any], by_id: bool,
+    wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]],
+) -> None:
+    """Resolve a topic of the request (or of the session) to its name and id; an unknown id is answered at once."""
+    if by_id:
+        assert isinstance(key, uuid.UUID)
+        meta = services.metadata.topic_by_id(key)
+        if meta is None:
+            unknown_ids.append((key, partitions))
+            return
+        wanted.append((meta.name, key, partitions))
+    else:
+        assert isinstance(key, str)
+        meta = services.metadata.topics.get(key)
+        wanted.append((key, meta.topic_id if meta is not None else uuid.UUID(int=0), partitions))
+
+
+def _requested(request: Any, by_id: bool) -> Iterator[tuple[TopicKey, CachedPartition]]:
+    """An incremental request's partitions as session entries (consumed only when the request is incremental)."""
+    for t in request.topics:
+        key = (t.topic_id or uuid.UUID(int=0)) if by_id else t.topic
+        for fp in t.partitions:
+            yield key, _cached(fp)
+
+
+def _forgotten(request: Any, by_id: bool) -> Iterator[tuple[TopicKey, int]]:
+    for t in request.forgotten_topics_data or ():
+        key = (t.topic_id or uuid.UUID(int=0)) if by_id else t.topic
+        for index in t.partitions:
+            yield key, int(index)
+
+
+def _cached(fp: Any) -> CachedPartition:
+    return CachedPartition(
+        fp.partition, fp.fetch_offset, getattr(fp, "log_start_offset", -1), fp.partition_max_bytes,
+        getattr(fp, "current_leader_epoch", -1),
+    )
+
+
+def _to_cache(
+    wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]],
+    topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], by_id: bool,
+) -> Iterator[tuple[TopicKey, CachedPartition]]:
+    """A full fetch's partitions for its new session, each remembering what this response tells the fetcher.
+    ``topics`` holds the results of ``wanted`` and then of ``unknown_ids``, in that order."""
+    requests = [(name, topic_id, parts) for name, topic_id, parts in wanted]
+    requests += [("", topic_id, parts) for topic_id, parts in unknown_ids]
+    for (name, topic_id, parts), (_n, _i, results) in zip(requests, topics, strict=True):
+        key: TopicKey = topic_id if by_id else name
+        for fp, result in zip(parts, results, strict=True):
+            cached = _cached(fp)
+            cached.must_respond(result.error_code, result.high_watermark, result.last_stable_offset,
+                                result.log_start_offset, 0)
+            yield key, cached
+
+
+def _changed_only(
+    session: FetchSession, topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], by_id: bool,
+) -> list[tuple[str, uuid.UUID, list[FetchPartitionResult]]]:
+    """An incremental response: the partitions the fetcher must hear about (the session remembers what it was
+    told); partitions served records move to the back of the session."""
+    out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
+    served: list[tuple[TopicKey, int]] = []
+    for name, topic_id, results in topics:
+        key: TopicKey = topic_id if by_id else name
+        cached = session.topics.get(key)
+        if cached is None:
+            continue
+        kept = []
+        for r in results:
+            entry = cached.get(r.index)
+            if entry is None or entry.must_respond(r.error_code, r.high_watermark, r.last_stable_offset,
+                                                   r.log_start_offset, r.size):
+                kept.append(r)
+                if r.size:
+                    served.append((key, r.index))
+        if kept:
+            out.append((name, topic_id, kept))
+    session.rotate(served)
+    return out
 
 
 def _read_all(
-    ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, list[Any]]], replica_id: int, max_bytes: int,
+    ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], replica_id: int, max_bytes: int,
     committed: bool,
 ) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]]]:
     services = ctx.services
