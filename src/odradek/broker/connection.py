@@ -146,11 +146,12 @@ class Connection:
                     out = await self.dispatch(frame)
                 if self._tail is not None:
                     await self._tail  # an earlier produce still waits for replication: responses leave in order
+                out_size = sum(map(len, out)) if out else 0
                 if out:
                     write_chunks(self.writer, out)  # type: ignore[arg-type]
                     await self.writer.drain()
                 if key >= 0:
-                    stats.request_done(key, (time.perf_counter() - started) * 1000)
+                    stats.request_done(key, (time.perf_counter() - started) * 1000, size, out_size)
         except FrameError as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):
@@ -178,19 +179,21 @@ class Connection:
         if task.done():
             return task.result()
         self._parked += 1
-        self._tail = asyncio.ensure_future(self._write_after(self._tail, task, started))
+        self._tail = asyncio.ensure_future(self._write_after(self._tail, task, started, len(frame)))
         return PARKED
 
     async def _write_after(self, previous: asyncio.Future[None] | None, task: asyncio.Future[Any],
-                           started: float) -> None:
+                           started: float, request_size: int) -> None:
         try:
             if previous is not None:
                 await previous
             out = await task
+            out_size = sum(map(len, out)) if out else 0
             if out:
                 write_chunks(self.writer, out)
                 await self.writer.drain()
-            self.services.stats.request_done(PRODUCE_KEY, (time.perf_counter() - started) * 1000)
+            self.services.stats.request_done(PRODUCE_KEY, (time.perf_counter() - started) * 1000, request_size,
+                                             out_size)
         except (ConnectionError, asyncio.CancelledError):
             task.cancel()
             self.writer.close()

@@ -124,13 +124,14 @@ class Broker:
         self.controller = Controller(self.broker_id, self.membership.current_session, self.clock, self.transport,
                                      config.properties(), gate=self.faults.resumed)
         self.topics = TopicAdmin(self.membership, self.metadata, config)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], self.clock)
         self.services = Services(
             broker_id=self.broker_id, config=config, metadata=self.metadata,
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
             controller=self.controller, controller_requests=self.controller_requests, apis=load_apis(),
             stats=self.replicas.stats,
-            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], self.clock),
+            fetch_sessions=self.fetch_sessions,
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None
