@@ -83,7 +83,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
     while True:
-        topics, total, parts = _read_all(ctx, wanted, replica_id, request.max_bytes, committed)
+        topics, total, parts = _read_all(ctx, wanted, replica_id, request.max_bytes, committed, session is not None)
         remaining = deadline - asyncio.get_running_loop().time()
         if total >= request.min_bytes or remaining <= 0 or not parts:
             break
@@ -205,9 +205,15 @@ def _changed_only(
 
 def _read_all(
     ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], replica_id: int, max_bytes: int,
-    committed: bool,
+    committed: bool, changed_only: bool = False,
 ) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]]]:
+    """Read every wanted partition. A partition with nothing to read at its fetch offset is answered without a
+    read; with ``changed_only`` (an incremental session's partitions, which are :class:`CachedPartition`) such a
+    partition whose offsets the fetcher already knows gets no result at all, so an idle partition of a session
+    costs a lookup and a few comparisons."""
     services = ctx.services
+    replicas = services.replicas
+    follower = replica_id >= 0
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
     budget = max_bytes
     total = 0
@@ -216,22 +222,36 @@ def _read_all(
         results: list[FetchPartitionResult] = []
         out.append((name, topic_id, results))
         for fp in partitions:
-            result = FetchPartitionResult(fp.partition)
-            results.append(result)
+            offset = fp.fetch_offset
+            result: FetchPartitionResult | None = None
             try:
-                part = services.replicas.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
+                part = replicas.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
                 plog = part.log
-                if replica_id >= 0:
-                    part.record_follower_fetch(replica_id, fp.fetch_offset, getattr(fp, "log_start_offset", -1))
-                    limit = None
-                else:
-                    limit = part.high_watermark
+                if follower:
+                    part.record_follower_fetch(replica_id, offset, getattr(fp, "log_start_offset", -1))
+                hw = plog.high_watermark
+                lso = plog.last_stable_offset
+                start = plog.log_start_offset
+                leo = plog.log_end_offset
+                upper = leo if follower else (min(hw, lso) if committed else hw)
+                if start <= offset <= leo and offset >= upper and not plog.offline:
+                    waitable.append((part, lso))
+                    if changed_only and hw == fp.high_watermark and lso == fp.last_stable_offset \
+                            and start == fp.leader_log_start_offset:
+                        continue
+                    idle = FetchPartitionResult(fp.partition, 0, hw, lso, start)
+                    if committed:
+                        idle.aborted_transactions = []
+                    results.append(idle)
+                    continue
+                result = FetchPartitionResult(fp.partition)
+                results.append(result)
                 read = plog.read(
-                    fp.fetch_offset, min(fp.partition_max_bytes, max(budget, 0)), limit, min_one=total == 0,
+                    offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw, min_one=total == 0,
                     read_committed=committed,
                 )
                 result.records = read.buffers
-                if replica_id < 0:
+                if not follower:
                     services.stats.sent(name, read.size)
                 result.size = read.size
                 result.aborted_transactions = read.aborted_transactions
@@ -239,8 +259,11 @@ def _read_all(
                 budget -= read.size
                 waitable.append((part, read.last_stable_offset))
             except KafkaError as exc:
+                if result is None:
+                    result = FetchPartitionResult(fp.partition)
+                    results.append(result)
                 result.error_code = int(exc.code)
-                part_or_none = services.replicas.get(TopicPartition(name, fp.partition))
+                part_or_none = replicas.get(TopicPartition(name, fp.partition))
                 if part_or_none is None:
                     continue
                 part = part_or_none
