@@ -145,6 +145,13 @@ def measure(pair: Pair, partitions: int, rate: int, seconds: float, warmup: floa
     t = threading.Thread(target=trickle, args=(pair.bootstrap, partitions, rate, stop), daemon=True)
     t.start()
     try:
+        # a broker that just created thousands of logs may stall for a while: start once fetches flow again
+        first = scrape(pair.metrics[0])["requests_total"]
+        deadline = time.monotonic() + 600
+        while scrape(pair.metrics[0])["requests_total"] < first + 3:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the follower does not fetch")
+            time.sleep(0.5)
         time.sleep(warmup)
         cpu0 = {b: cpu_seconds(p.pid) for b, p in pair.procs.items()}
         m0 = scrape(pair.metrics[0])
