@@ -133,8 +133,12 @@ class FetchSession:
         ``max_bytes`` starts with the others next time (Kafka's fairness among a session's partitions)."""
         topics = self.topics
         for key, index in served:
-            parts = topics.pop(key)
-            parts[index] = parts.pop(index)
+            parts = topics.pop(key, None)
+            if parts is None:
+                continue  # forgotten meanwhile
+            cached = parts.pop(index, None)
+            if cached is not None:
+                parts[index] = cached
             topics[key] = parts
 
 
