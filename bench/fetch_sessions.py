@@ -8,8 +8,10 @@ reads each broker's CPU seconds (utime + stime from /proc) and, from the leader'
 it answered and their request and response bytes.
 
 The switch is Kafka's: ``max.incremental.fetch.session.cache.slots=0`` on the brokers turns sessions off (the
-follower's full fetches then never get a session id), the default 1000 leaves them on. Both variants run in one
-invocation, back to back, ``--repeat`` times, since this machine is shared and noisy.
+follower's full fetches then never get a session id), the default 1000 leaves them on. The topic is created once;
+for each variant both brokers restart on the same logs with that setting (follower stopped first, leader started
+first, so broker 0 leads everything again). Both variants run in one invocation, back to back, ``--repeat`` times,
+since this machine is shared and noisy.
 
     PYTHONPATH=src .venv/bin/python bench/fetch_sessions.py [--partitions 10000] [--seconds 20] [--rate 20]
         [--repeat 2] [--src DIR]
@@ -81,6 +83,7 @@ class Pair:
     def _start(self, b: int, zk: LocalZooKeeper, chroot: str, slots: str, env: dict[str, str]) -> None:
         base = self.base
         ready = base / f"b{b}.ready"
+        ready.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(b), "--zookeeper", f"{zk.hosts}/{chroot}",
                "--port", "0", "--data-dir", str(base / f"broker-{b}"), "--ready-file", str(ready),
                "--log-level", LOG_LEVEL, "--metrics-port", "0"]
@@ -107,7 +110,11 @@ class Pair:
                                        assignments=assignments, configs=())
             conn.request(CREATE_TOPICS, cls(topics=(topic,), timeout=datetime.timedelta(seconds=600),
                                             validate_only=False), version)
-        deadline = time.monotonic() + 900
+        self.settle(partitions)
+
+    def settle(self, partitions: int) -> None:
+        """Wait until broker 0 leads every partition with both replicas in its ISR."""
+        deadline = time.monotonic() + 1800
         while True:
             try:
                 with KafkaConnection(self.bootstrap, timeout=120) as conn:
@@ -120,6 +127,19 @@ class Pair:
                 raise TimeoutError("the topic never had both replicas in every ISR")
             time.sleep(1.0)
 
+    def stop(self) -> None:
+        """SIGTERM the follower, then the leader: the leader keeps every leadership (nobody to hand it to) and
+        starts leading them all again when it comes back first; the follower rejoins the ISRs after it."""
+        for b in (1, 0):
+            proc = self.procs[b]
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(600)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(60)
+
     def close(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -127,13 +147,18 @@ class Pair:
                 proc.wait(60)
 
 
-def trickle(bootstrap: str, partitions: int, rate: int, stop: threading.Event) -> None:
+def trickle(bootstrap: str, partitions: int, rate: int, stop: threading.Event, delivered: list[int]) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
+
+    def done(err: object, _msg: object) -> None:
+        if err is None:
+            delivered[0] += 1
+
     rng = random.Random(1)
     interval = 1.0 / rate
     next_at = time.perf_counter()
     while not stop.is_set():
-        p.produce(TOPIC, b"x" * 100, partition=rng.randrange(partitions))
+        p.produce(TOPIC, b"x" * 100, partition=rng.randrange(partitions), on_delivery=done)
         p.poll(0)
         next_at += interval
         time.sleep(max(0.0, next_at - time.perf_counter()))
@@ -142,7 +167,8 @@ def trickle(bootstrap: str, partitions: int, rate: int, stop: threading.Event) -
 
 def measure(pair: Pair, partitions: int, rate: int, seconds: float, warmup: float) -> dict[str, float]:
     stop = threading.Event()
-    t = threading.Thread(target=trickle, args=(pair.bootstrap, partitions, rate, stop), daemon=True)
+    delivered = [0]
+    t = threading.Thread(target=trickle, args=(pair.bootstrap, partitions, rate, stop, delivered), daemon=True)
     t.start()
     try:
         # a broker that just created thousands of logs may stall for a while: start once fetches flow again
@@ -154,11 +180,13 @@ def measure(pair: Pair, partitions: int, rate: int, seconds: float, warmup: floa
             time.sleep(0.5)
         time.sleep(warmup)
         cpu0 = {b: cpu_seconds(p.pid) for b, p in pair.procs.items()}
+        delivered0 = delivered[0]
         m0 = scrape(pair.metrics[0])
         began = time.perf_counter()
         time.sleep(seconds)
         elapsed = time.perf_counter() - began
         cpu1 = {b: cpu_seconds(p.pid) for b, p in pair.procs.items()}
+        records = delivered[0] - delivered0
         m1 = scrape(pair.metrics[0])
     finally:
         stop.set()
@@ -169,6 +197,7 @@ def measure(pair: Pair, partitions: int, rate: int, seconds: float, warmup: floa
         "leader_cpu": cpu1[0] - cpu0[0],
         "follower_cpu": cpu1[1] - cpu0[1],
         "fetches": fetches,
+        "records": records,
         "request_bytes": (m1["requestbytes_total"] - m0["requestbytes_total"]) / max(fetches, 1),
         "response_bytes": (m1["responsebytes_total"] - m0["responsebytes_total"]) / max(fetches, 1),
     }
@@ -193,28 +222,34 @@ def main() -> None:
     zk = LocalZooKeeper(base / "zk", quick_start=False).start()
     rows: list[tuple[str, dict[str, Any]]] = []
     try:
-        run = 0
+        began = time.perf_counter()
+        pair = Pair(base, zk, "bench", "1000", args.src)
+        try:
+            pair.create(args.partitions)
+            pair.stop()
+        finally:
+            pair.close()
+        print(f"topic created in {time.perf_counter() - began:.0f} s", flush=True)
         for _ in range(args.repeat):
             for name, slots in VARIANTS:
                 if args.only and name != args.only:
                     continue
-                run += 1
-                (base / f"run{run}").mkdir()
-                pair = Pair(base / f"run{run}", zk, f"run{run}", slots, args.src)
+                began = time.perf_counter()
+                pair = Pair(base, zk, "bench", slots, args.src)  # the same logs, restarted with this config
                 try:
-                    began = time.perf_counter()
-                    pair.create(args.partitions)
+                    pair.settle(args.partitions)
                     ready_s = time.perf_counter() - began
                     r = measure(pair, args.partitions, args.rate, args.seconds, args.warmup)
+                    pair.stop()
                 finally:
                     pair.close()
-                    if not args.keep:
-                        shutil.rmtree(base / f"run{run}", ignore_errors=True)
                 rows.append((name, r))
                 print(f"{name:12s} leader {r['leader_cpu'] / r['seconds']:.3f} CPU-s/s, follower "
                       f"{r['follower_cpu'] / r['seconds']:.3f} CPU-s/s, {r['fetches'] / r['seconds']:.1f} fetches/s, "
+                      f"{r['records'] / r['seconds']:.1f} records/s delivered, "
                       f"{r['request_bytes']:.0f} B/request, {r['response_bytes']:.0f} B/response "
-                      f"(topic ready in {ready_s:.0f} s; load average {os.getloadavg()[0]:.1f})", flush=True)
+                      f"(restarted and settled in {ready_s:.0f} s; load average {os.getloadavg()[0]:.1f})",
+                      flush=True)
     finally:
         zk.stop()
         if args.keep:
