@@ -51,8 +51,9 @@ def _produce(c: ThreadedCluster, partition: int, n: int = 1) -> None:
 class Fetcher:
     """A consumer speaking Fetch by hand at one version: full or incremental requests, session id and epoch."""
 
-    def __init__(self, c: ThreadedCluster, version: int) -> None:
+    def __init__(self, c: ThreadedCluster, version: int, replica_id: int = -1) -> None:
         self.c = c
+        self.replica_id = replica_id
         self.conn = KafkaConnection(c.bootstrap)
         self.version = version
         self.cls = load_request_schema(1, version)
@@ -72,7 +73,7 @@ class Fetcher:
         topics = (mod.FetchTopic(**self._topic(), partitions=parts),) if parts else ()
         forgotten = (mod.ForgottenTopic(**self._topic(), partitions=forget),) if forget else ()
         request = _make(
-            self.cls, replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+            self.cls, replica_id=self.replica_id, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
             isolation_level=0, session_id=session_id, session_epoch=epoch, topics=topics,
             forgotten_topics_data=forgotten, rack_id="", cluster_id=None,
         )
@@ -172,6 +173,24 @@ def test_a_full_cache_gives_a_newcomer_no_session_until_a_slot_frees(tmp_path: P
     finally:
         first.close()
         second.close()
+        c.close()
+
+
+def test_a_follower_session_evicts_a_consumer_session_from_a_full_cache(tmp_path: Path) -> None:
+    c = _start(tmp_path, **{"max.incremental.fetch.session.cache.slots": "1"})
+    consumer, follower = Fetcher(c, 12), Fetcher(c, 12, replica_id=7)  # a replica id marks a follower's fetch
+    try:
+        sid = consumer.fetch(0, 0, {0: 0}).session_id
+        privileged = follower.fetch(0, 0, {0: 0}).session_id
+        assert privileged != 0 and _session(c, privileged).privileged
+        assert consumer.fetch(sid, 1, {}).error_code == ErrorCode.fetch_session_id_not_found
+        assert c.run(lambda: c.cluster.brokers[0].fetch_sessions.evictions) == 1
+        # the consumer falls back to a full fetch, which gets no session now (a young follower's is not evictable)
+        again = consumer.fetch(0, 0, {0: 0})
+        assert (again.error_code, again.session_id) == (ErrorCode.none, 0)
+    finally:
+        consumer.close()
+        follower.close()
         c.close()
 
 
