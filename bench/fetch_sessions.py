@@ -203,6 +203,7 @@ def main() -> None:
         brokers = Brokers(base, zk, args.src)
         stop = threading.Event()
         delivered = {topic: 0 for topic, _l, _f, _s in PAIRS.values()}
+        t: threading.Thread | None = None
         try:
             began = time.perf_counter()
             brokers.create(args.partitions)
@@ -214,12 +215,15 @@ def main() -> None:
             for i in range(args.repeat):
                 for name, r in window(brokers, args.seconds, delivered).items():
                     rows.append((i + 1, name, r))
-                    print(f"window {i + 1} {name:12s} leader {r['leader_cpu']:.3f} CPU-s/s, follower "
-                          f"{r['follower_cpu']:.3f} CPU-s/s, {r['fetches']:.1f} fetches/s, {r['records']:.1f} "
+                    print(f"window {i + 1} {name:12s} leader {r['leader_cpu']:.3f} CPU-s/s "
+                          f"({_per_fetch(r, 'leader_cpu')}), follower {r['follower_cpu']:.3f} CPU-s/s "
+                          f"({_per_fetch(r, 'follower_cpu')}), {r['fetches']:.1f} fetches/s, {r['records']:.1f} "
                           f"records/s, {r['request_bytes']:.0f} B/request, {r['response_bytes']:.0f} B/response "
                           f"(load average {os.getloadavg()[0]:.1f})", flush=True)
         finally:
             stop.set()
+            if t is not None:
+                t.join(60)
             brokers.close()
     finally:
         zk.stop()
@@ -227,11 +231,16 @@ def main() -> None:
             print(f"kept {base}")
         else:
             shutil.rmtree(base, ignore_errors=True)
-    print("\n| window | variant | leader CPU s/s | follower CPU s/s | fetches/s | records/s | bytes/request | "
-          "bytes/response |\n|---|---|---|---|---|---|---|---|")
+    print("\n| window | variant | leader CPU s/s | follower CPU s/s | fetches/s | leader ms/fetch | follower ms/fetch "
+          "| records/s | bytes/request | bytes/response |\n|---|---|---|---|---|---|---|---|---|---|")
     for i, name, r in rows:
         print(f"| {i} | {name} | {r['leader_cpu']:.3f} | {r['follower_cpu']:.3f} | {r['fetches']:.1f} | "
-              f"{r['records']:.1f} | {r['request_bytes']:.0f} | {r['response_bytes']:.0f} |")
+              f"{_per_fetch(r, 'leader_cpu')} | {_per_fetch(r, 'follower_cpu')} | {r['records']:.1f} | "
+              f"{r['request_bytes']:.0f} | {r['response_bytes']:.0f} |")
+
+
+def _per_fetch(r: dict[str, float], key: str) -> str:
+    return f"{1000 * r[key] / r['fetches']:.1f} ms/fetch" if r["fetches"] else "-"
 
 
 if __name__ == "__main__":
