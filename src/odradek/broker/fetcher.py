@@ -83,7 +83,6 @@ class ReplicaFetcher:
         self._fetch_schema: Any = load_request_schema(1, FETCH_VERSION)
         self._fetch_mod = sys.modules[self._fetch_schema.__module__]
         self.session = FetchSessionHandler()
-        self.requests_sent = 0
         self._epoch_schema: Any = load_request_schema(23, EPOCH_VERSION)
         self._epoch_mod = sys.modules[self._epoch_schema.__module__]
 
@@ -225,7 +224,6 @@ class ReplicaFetcher:
                                         for t, ps in forgotten.items()),
             rack_id="",
         )
-        self.requests_sent += 1
         try:
             response = await self.peer.request(1, FETCH_VERSION, request, timeout=wait_ms / 1000 + 10)
         except BaseException:
