@@ -41,7 +41,9 @@ from typing import Any
 from confluent_kafka import Producer
 
 from odradek.admin import CREATE_TOPICS, metadata, request_schema
+from odradek.cli_cluster import controller_connection, elect_leaders
 from odradek.client import KafkaConnection
+from odradek.controller import PREFERRED
 from odradek.coordination.localzk import LocalZooKeeper
 
 LOG_LEVEL = os.environ.get("ODRADEK_BENCH_BROKER_LOG_LEVEL", "WARNING")
@@ -122,9 +124,12 @@ class Brokers:
                 with KafkaConnection(self.bootstrap, timeout=120) as conn:
                     response = metadata(conn, list(leaders))
                 parts = [(t.name, p) for t in response.topics for p in t.partitions]
-                if len(parts) == 2 * partitions and all(p.leader_id == leaders[t] and len(p.isr_nodes) == 2
-                                                        for t, p in parts):
-                    return
+                if len(parts) == 2 * partitions and all(len(p.isr_nodes) == 2 for _t, p in parts):
+                    if all(p.leader_id == leaders[t] for t, p in parts):
+                        return
+                    # a broker whose session expired under the creation's load handed its leaderships over
+                    with controller_connection(self.bootstrap) as conn:
+                        elect_leaders(conn, PREFERRED, None)
             except OSError:
                 pass
             if time.monotonic() > deadline:
