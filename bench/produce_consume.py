@@ -6,6 +6,10 @@ confluent-kafka load goes to each: 1 KiB values, batching producer (linger.ms=5,
 acks=all, 1 and 8 partitions; then a consumer reads everything back; then a fixed-rate run measures latency.
 
     .venv/bin/python bench/produce_consume.py [--messages 200000] [--brokers odradek,tansu,noida]
+        [--cases 1:1,1:all,8:1,8:all] [--no-latency] [--src DIR ...]
+
+``--src`` (repeatable) runs odradek from another checkout's ``src`` (``git archive BASE src | tar -x -C DIR``), so
+before and after are measured in one invocation; ``--cases`` picks ``partitions:acks`` pairs.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def run_broker(name: str) -> Iterator[str]:
+def run_broker(name: str, src: str | None = None) -> Iterator[str]:
     tmp = tempfile.mkdtemp(prefix=f"bench-{name}-")
     port = free_port()
     if name == "odradek":
@@ -69,8 +73,11 @@ def run_broker(name: str) -> Iterator[str]:
                "--data-dir", f"{tmp}/data"]
     else:
         raise ValueError(name)
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(Path(src).resolve())
     with open(f"{tmp}/stderr", "wb") as stderr:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp, env=env)
     try:
         wait_port(port)
         yield f"127.0.0.1:{port}"
@@ -209,32 +216,40 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--brokers", default="odradek,tansu,noida")
+    ap.add_argument("--cases", default="1:1,1:all,8:1,8:all", help="partitions:acks pairs")
+    ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--src", action="append", help="run odradek from this src dir (repeatable)")
     args = ap.parse_args()
+    cases = [(int(p), a) for p, a in (c.split(":") for c in args.cases.split(","))]
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"loopback TCP limit: {loopback_limit():.0f} MB/s")
     rows = []
-    for name in args.brokers.split(","):
-        with run_broker(name) as bootstrap:
-            for partitions in (1, 8):
-                for acks in ("1", "all"):
-                    topic = f"bench-{partitions}-{acks}"
-                    try:
-                        create_topic(bootstrap, topic, partitions)
-                        prod = produce(bootstrap, topic, args.messages, acks)
-                        cons = consume(bootstrap, topic, partitions, args.messages)
-                    except KafkaException as exc:
-                        rows.append((name, partitions, acks, f"error: {exc}", "", ""))
-                        continue
-                    rows.append((name, partitions, acks, f"{prod['mb_s']:.0f} MB/s ({prod['msg_s']:.0f} msg/s)",
-                                 f"{cons['mb_s']:.0f} MB/s ({cons['got']} msgs)", ""))
-                    print(rows[-1], flush=True)
+    runs = [(name, src) for name in args.brokers.split(",")
+            for src in (args.src or [None] if name == "odradek" else [None])]
+    for name, src in runs:
+        label = f"{name} ({src})" if src else name
+        with run_broker(name, src) as bootstrap:
+            for partitions, acks in cases:
+                topic = f"bench-{partitions}-{acks}"
+                try:
+                    create_topic(bootstrap, topic, partitions)
+                    prod = produce(bootstrap, topic, args.messages, acks)
+                    cons = consume(bootstrap, topic, partitions, args.messages)
+                except KafkaException as exc:
+                    rows.append((label, partitions, acks, f"error: {exc}", "", ""))
+                    continue
+                rows.append((label, partitions, acks, f"{prod['mb_s']:.0f} MB/s ({prod['msg_s']:.0f} msg/s)",
+                             f"{cons['mb_s']:.0f} MB/s ({cons['got']} msgs)", ""))
+                print(rows[-1], flush=True)
+            if args.no_latency:
+                continue
             try:
                 create_topic(bootstrap, "latency", 1)
                 lat = latency(bootstrap, "latency")
-                rows.append((name, 1, "all", "latency at 2000 msg/s", "",
+                rows.append((label, 1, "all", "latency at 2000 msg/s", "",
                              f"p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms (n={lat['n']})"))
             except KafkaException as exc:
-                rows.append((name, 1, "all", f"latency error: {exc}", "", ""))
+                rows.append((label, 1, "all", f"latency error: {exc}", "", ""))
             print(rows[-1], flush=True)
     print("\n| broker | partitions | acks | produce | consume | e2e latency |\n|---|---|---|---|---|---|")
     for r in rows:

@@ -44,6 +44,8 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "replica.lag.time.max.ms": (int, 30000),
     "replica.fetch.max.bytes": (int, 1048576),
     "replica.fetch.wait.max.ms": (int, 500),
+    # KIP-227 fetch sessions a leader keeps (0: none; fetchers then send full requests)
+    "max.incremental.fetch.session.cache.slots": (int, 1000),
     "auto.leader.rebalance.enable": (bool, True),
     "leader.imbalance.per.broker.percentage": (int, 10),
     "leader.imbalance.check.interval.seconds": (int, 300),

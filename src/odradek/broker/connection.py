@@ -194,13 +194,14 @@ class Connection:
                     out = await self.dispatch(frame)
                 if self._tail is not None:
                     await self._tail  # an earlier produce still waits for replication: responses leave in order
+                out_size = sum(map(len, out)) if out else 0
                 if out:
                     write_chunks(self.writer, out)  # type: ignore[arg-type]
                     await self.writer.drain()
                 self._handling = False
                 self._touch()
                 if key >= 0:
-                    stats.request_done(key, (time.perf_counter() - started) * 1000)
+                    stats.request_done(key, (time.perf_counter() - started) * 1000, size, out_size)
         except FrameError as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):
@@ -323,11 +324,13 @@ class Connection:
             if previous is not None:
                 await previous
             out = self._answer(ctx, response)
+            out_size = sum(map(len, out)) if out else 0
             if out:
                 write_chunks(self.writer, out)
                 await self.writer.drain()
             self._touch()
-            self.services.stats.request_done(PRODUCE_KEY, (time.perf_counter() - started) * 1000)
+            self.services.stats.request_done(PRODUCE_KEY, (time.perf_counter() - started) * 1000, ctx.size,
+                                             out_size)
         except (ConnectionError, asyncio.CancelledError):
             self.writer.close()
         except Exception:

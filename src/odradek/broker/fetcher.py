@@ -7,6 +7,13 @@ never blindly to its high watermark as the seeds' Kafka did — that is what los
 change twice in a row. Then it fetches from its log end with ``replica_id`` set, appends batches with the leader's
 offsets, and takes the leader's high watermark (capped at its own log end). Errors back the fetcher off; a partition
 fenced by a newer leader epoch waits for the controller's next LeaderAndIsr.
+
+Fetches go through an incremental fetch session (KIP-227, :mod:`odradek.broker.fetch_session_client`) as Kafka's
+replica fetchers do: after the first full fetch only partitions whose fetch offset, log start, leader epoch or size
+limit changed are sent, partitions that leave the fetcher (or wait out a backoff or a truncation) are forgotten, and
+the leader answers only partitions with records or a moved high watermark. A session error or a failed request makes
+the next fetch a full one; a leader without sessions (``max.incremental.fetch.session.cache.slots=0``) gets full
+fetches throughout.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 from kio.index import load_request_schema
 
 from odradek.broker.faults import FaultState
+from odradek.broker.fetch_session_client import FetchSessionHandler, PartitionFetch
 from odradek.broker.peer import PeerConnection
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
@@ -78,6 +86,7 @@ class ReplicaFetcher:
         self._stopping = False
         self._fetch_schema: Any = load_request_schema(1, FETCH_VERSION)
         self._fetch_mod = sys.modules[self._fetch_schema.__module__]
+        self.session = FetchSessionHandler()
         self._epoch_schema: Any = load_request_schema(23, EPOCH_VERSION)
         self._epoch_mod = sys.modules[self._epoch_schema.__module__]
 
@@ -184,33 +193,50 @@ class ReplicaFetcher:
     async def _fetch_once(self) -> None:
         mod = self._fetch_mod
         now = asyncio.get_running_loop().time()
-        by_topic: dict[str, list[Any]] = {}
+        max_bytes = self.deps.settings.max_bytes
+        wanted: dict[TopicPartition, PartitionFetch] = {}
+        replicas = self.deps.replicas
         for tp, st in self.partitions.items():
-            topic, index = tp
             if st.truncating or st.delayed_until > now:
                 continue
-            part = self.deps.replicas.get(tp)
+            part = replicas.get(tp)
             if part is None:
                 continue
-            by_topic.setdefault(topic, []).append(
-                mod.FetchPartition(
-                    partition=index, current_leader_epoch=st.leader_epoch, fetch_offset=part.log.log_end_offset,
-                    log_start_offset=part.log.log_start_offset,
-                    partition_max_bytes=self.deps.settings.max_bytes,
-                )
-            )
-        if not by_topic:
+            plog = part.log
+            wanted[tp] = PartitionFetch(plog.log_end_offset, plog.log_start_offset, max_bytes, st.leader_epoch)
+        if not wanted:
             await asyncio.sleep(BACKOFF_S)
             return
+        data = self.session.build(wanted)
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), f in data.to_send.items():
+            by_topic.setdefault(topic, []).append(
+                mod.FetchPartition(
+                    partition=index, current_leader_epoch=f.leader_epoch, fetch_offset=f.fetch_offset,
+                    log_start_offset=f.log_start_offset, partition_max_bytes=f.max_bytes,
+                )
+            )
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in data.forgotten:
+            forgotten.setdefault(topic, []).append(index)
         wait_ms = self.deps.settings.wait_max_ms
         request = self._fetch_schema(
             replica_id=self.deps.broker_id, max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
-            max_bytes=10 * self.deps.settings.max_bytes, isolation_level=0, session_id=0,
-            session_epoch=-1,
+            max_bytes=10 * max_bytes, isolation_level=0, session_id=data.session_id, session_epoch=data.epoch,
             topics=tuple(mod.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=(), rack_id="",
+            forgotten_topics_data=tuple(mod.ForgottenTopic(topic=t, partitions=tuple(ps))
+                                        for t, ps in forgotten.items()),
+            rack_id="",
         )
-        response = await self.peer.request(1, FETCH_VERSION, request, timeout=wait_ms / 1000 + 10)
+        try:
+            response = await self.peer.request(1, FETCH_VERSION, request, timeout=wait_ms / 1000 + 10)
+        except BaseException:
+            self.session.handle_error()
+            raise
+        if not self.session.handle_response(data, response.error_code, response.session_id):
+            log.info("fetcher %d<-%d: fetch session %d: %s; fetching in full", self.deps.broker_id, self.leader_id,
+                     data.session_id, ErrorCode(response.error_code).name)
+            return
         for t in response.responses:
             for p in t.partitions:
                 self._apply(t.topic, p)

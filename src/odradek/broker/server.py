@@ -30,6 +30,7 @@ from odradek.broker.api_registry import load_apis
 from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import Connection
 from odradek.broker.faults import FaultState
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
@@ -165,12 +166,14 @@ class Broker:
         self.topics = TopicAdmin(self.membership, self.metadata, config)
         self.authorizer = authorizer_from_config(config.values, self.membership.current)
         self.acl_watch = AclWatch(self.membership, self.authorizer) if self.authorizer is not None else None
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"], self.clock)
         self.services = Services(
             broker_id=self.broker_id, config=config, metadata=self.metadata,
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
             controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
             apis=load_apis(), stats=self.replicas.stats, authorizer=self.authorizer,
+            fetch_sessions=self.fetch_sessions,
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.group import GroupCoordinator
 from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.controller_requests import ControllerRequests
@@ -47,3 +48,5 @@ class Services:
     authorizer: Authorizer | None = None
     """``authorizer.class.name``'s authorizer; None when none is configured (every request is allowed, as in
     Kafka), so the check on the produce and fetch path is one attribute test."""
+    fetch_sessions: FetchSessionCache | None = None
+    """Incremental fetch sessions (KIP-227); None serves every fetch sessionless."""

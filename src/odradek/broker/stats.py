@@ -58,6 +58,10 @@ class BrokerStats:
         self.isr_expands = 0
         self.requests: dict[int, Histogram] = {}
         """API key -> time from a request's last byte read to its response handed to the socket (ms)."""
+        self.request_bytes: defaultdict[int, int] = defaultdict(int)
+        self.response_bytes: defaultdict[int, int] = defaultdict(int)
+        """API key -> bytes of requests read and of responses written (without the 4-byte size): what fetch
+        sessions save on the wire shows here."""
         self.loop_lag = Histogram(LOOP_LAG_BUCKETS_S)
         """How late the broker's 100 ms tick woke up: what every request on the loop waited behind."""
 
@@ -69,7 +73,9 @@ class BrokerStats:
         if size:
             self.bytes_out[topic] += size
 
-    def request_done(self, api_key: int, elapsed_ms: float) -> None:
+    def request_done(self, api_key: int, elapsed_ms: float, request_size: int = 0, response_size: int = 0) -> None:
+        self.request_bytes[api_key] += request_size
+        self.response_bytes[api_key] += response_size
         histogram = self.requests.get(api_key)
         if histogram is None:
             histogram = self.requests[api_key] = Histogram(LATENCY_BUCKETS_MS)

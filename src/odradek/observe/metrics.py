@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.group import GroupCoordinator
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.stats import BrokerStats, Histogram
@@ -44,6 +45,7 @@ class BrokerParts(Protocol):
     replicas: ReplicaManager
     groups: GroupCoordinator
     controller: Controller
+    fetch_sessions: FetchSessionCache
 
 
 def api_name(module: ModuleType) -> str:
@@ -67,6 +69,7 @@ class BrokerCollector(Collector):
         yield from self._replica_manager(broker.replicas, stats)
         yield from self._topics(stats)
         yield from self._requests(stats)
+        yield from self._fetch_sessions(broker.fetch_sessions)
         yield from self._groups(broker)
         yield from self._loop(stats)
 
@@ -125,12 +128,28 @@ class BrokerCollector(Collector):
         times = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
                                       "Time from a request read to its response written, per API (ms)",
                                       labels=["request"])
+        request_bytes = CounterMetricFamily("kafka_network_requestmetrics_requestbytes",
+                                            "Bytes of requests read, per API", labels=["request"])
+        response_bytes = CounterMetricFamily("kafka_network_requestmetrics_responsebytes",
+                                             "Bytes of responses written, per API", labels=["request"])
         for key, histogram in sorted(stats.requests.items()):
             label = [self._names.get(key, str(key))]
             counts.add_metric(label, histogram.count)
             _histogram(times, label, histogram)
+            request_bytes.add_metric(label, stats.request_bytes.get(key, 0))
+            response_bytes.add_metric(label, stats.response_bytes.get(key, 0))
         yield counts
         yield times
+        yield request_bytes
+        yield response_bytes
+
+    def _fetch_sessions(self, cache: FetchSessionCache) -> Iterator[Metric]:
+        yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                                "Incremental fetch sessions (KIP-227) this broker keeps", value=len(cache))
+        yield GaugeMetricFamily("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                                "Partitions held by those sessions", value=cache.partitions)
+        yield CounterMetricFamily("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                                  "Sessions evicted to make room for new ones", value=cache.evictions)
 
     def _groups(self, broker: BrokerParts) -> Iterator[Metric]:
         lag = GaugeMetricFamily("kafka_consumergroup_lag",

@@ -11,14 +11,21 @@ DelayedFetch); one partition's event wakes the whole request, which re-reads eve
 aborted transactions overlapping the returned range (from the partition's ``.txnindex`` files, as
 Kafka's collectAbortedTxns), which the consumer uses to drop aborted records; such a fetch waits for the last
 stable offset to move (a marker replicated), not for every append. READ_UNCOMMITTED answers a null aborted list.
-Every response carries the last stable offset. Incremental fetch sessions (KIP-227) are not created: the session
-id is 0, so clients send full requests. Topics are named by id from v13. Record bytes go to the socket as they lie
-in the log, never copied by the encoder.
+Every response carries the last stable offset. Topics are named by id from v13. Record bytes go to the socket as
+they lie in the log, never copied by the encoder.
+
+Incremental fetch sessions (KIP-227, v7+): :mod:`odradek.broker.fetch_sessions` decides what a request is from its
+session id and epoch. A full fetch with epoch 0 creates a session when the cache has a slot (the response carries
+its id); an incremental fetch names only the partitions whose fetch state changed and those to forget, every
+partition of the session is read (a follower's fetch offset is recorded for each, from the session when the request
+leaves it out), and the response keeps only partitions with records, an error or a changed high watermark, last
+stable offset or log start offset. A session error answers the error code at the top with no partitions.
 
 Client quotas (``consumer_byte_rate``) apply to consumers, never to followers, as Kafka's KafkaApis applies them: a
 consumer's ``max_bytes`` is capped at what its quota allows in the whole window, the response's size is recorded,
 and a response that takes the client over its quota is replaced by an empty one carrying the throttle time (the
-recording taken back: the data was not sent); the connection is then muted that long (KIP-219).
+recording taken back: the data was not sent; a session is left as it was, as Kafka's throttled fetch context leaves
+it); the connection is then muted that long (KIP-219).
 
 With an authorizer (as Kafka's KafkaApis): a follower's fetch needs CLUSTER_ACTION on the Cluster, else every
 partition gets TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else its partitions get
@@ -29,10 +36,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
+from odradek.broker.fetch_sessions import (
+    INVALID_SESSION_ID,
+    SESSIONLESS,
+    CachedPartition,
+    ContextKind,
+    FetchSession,
+    TopicKey,
+)
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
@@ -53,34 +69,42 @@ def _replica_id(request: Any) -> int:
 
 async def handle(ctx: RequestContext, request: Any) -> Encoded:
     services = ctx.services
+    version = ctx.api_version
     replica_id = _replica_id(request)
-    wanted: list[tuple[str, uuid.UUID, list[Any]]] = []
-    unknown_ids: list[tuple[uuid.UUID, list[Any]]] = []
-    for t in request.topics:
-        if ctx.api_version >= 13:
-            topic_id: uuid.UUID = t.topic_id or uuid.UUID(int=0)
-            meta = services.metadata.topic_by_id(topic_id)
-            if meta is None:
-                unknown_ids.append((topic_id, list(t.partitions)))
-                continue
-            name: str = meta.name
-        else:
-            name = t.topic
-            meta = services.metadata.topics.get(name)
-            topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
-        wanted.append((name, topic_id, list(t.partitions)))
-    refused: list[tuple[str, uuid.UUID, list[Any]]] = []
+    by_id = version >= 13
+    cache = services.fetch_sessions
+    context = SESSIONLESS
+    if version >= 7 and cache is not None:
+        context = cache.new_context(
+            request.session_id, request.session_epoch, by_id, _requested(request, by_id), _forgotten(request, by_id)
+        )
+        if context.kind is ContextKind.ERROR:
+            return Encoded(encode_fetch_response(version, [], error_code=context.error_code))
+    session = context.session
+    wanted: list[tuple[str, uuid.UUID, Sequence[Any]]] = []
+    unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]] = []
+    if session is not None:
+        for key, cached in session.topics.items():
+            _want(services, key, list(cached.values()), by_id, wanted, unknown_ids)
+    else:
+        for t in request.topics:
+            _want(services, (t.topic_id or uuid.UUID(int=0)) if by_id else t.topic, t.partitions, by_id, wanted,
+                  unknown_ids)
+    refused: list[tuple[str, uuid.UUID, Sequence[Any]]] = []
     if services.authorizer is not None:
         wanted, refused = _authorized(ctx, replica_id, wanted)
 
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes, min_bytes = request.max_bytes, request.min_bytes
+    quota_limited = False
     if replica_id < 0:
-        max_bytes = int(min(max_bytes, services.quotas.fetch_limit(ctx.principal, ctx.client_id)))
+        allowance = services.quotas.fetch_limit(ctx.principal, ctx.client_id)
+        quota_limited = allowance != float("inf")
+        max_bytes = int(min(max_bytes, allowance))
         min_bytes = min(min_bytes, max_bytes)
     deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
     while True:
-        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed)
+        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed, session is not None)
         remaining = deadline - asyncio.get_running_loop().time()
         if total >= min_bytes or remaining <= 0 or not parts:
             break
@@ -111,21 +135,30 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
         )
-    encoded = encode_fetch_response(ctx.api_version, topics)
-    if replica_id < 0:
-        throttle = services.quotas.throttle_fetch(ctx.principal, ctx.client_id, sum(len(b) for b in encoded))
+    session_id = INVALID_SESSION_ID if session is None else session.id
+    if replica_id < 0 and quota_limited:
+        # Kafka sizes the response the fetch context would send before the session takes it in, and a throttled
+        # fetch leaves the session as it was: the fetcher was told nothing.
+        size = sum(len(b) for b in encode_fetch_response(version, topics))
+        throttle = services.quotas.throttle_fetch(ctx.principal, ctx.client_id, size)
         if throttle > 0:
             ctx.throttle_ms = throttle
-            return Encoded(encode_fetch_response(ctx.api_version, [], throttle_ms=throttle))
+            return Encoded(encode_fetch_response(version, [], session_id=session_id, throttle_ms=throttle))
+    if session is not None:
+        topics = _changed_only(session, topics, by_id)
+    elif context.kind is ContextKind.FULL and cache is not None:
+        session_id = cache.maybe_create(replica_id >= 0, by_id,
+                                        _to_cache(wanted + refused, unknown_ids, topics, by_id))
+    if replica_id < 0:
         for name, _topic_id, results in topics:
             for result in results:
                 if result.size:
                     services.stats.sent(name, result.size)
-    return Encoded(encoded)
+    return Encoded(encode_fetch_response(version, topics, session_id=session_id))
 
 
-def _authorized(ctx: RequestContext, replica_id: int, wanted: list[tuple[str, uuid.UUID, list[Any]]],
-                ) -> tuple[list[tuple[str, uuid.UUID, list[Any]]], list[tuple[str, uuid.UUID, list[Any]]]]:
+def _authorized(ctx: RequestContext, replica_id: int, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]],
+                ) -> tuple[list[tuple[str, uuid.UUID, Sequence[Any]]], list[tuple[str, uuid.UUID, Sequence[Any]]]]:
     if replica_id >= 0:
         if authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
             return wanted, []
@@ -134,11 +167,100 @@ def _authorized(ctx: RequestContext, replica_id: int, wanted: list[tuple[str, uu
                                          lambda w: w[0])
 
 
+def _want(
+    services: Any, key: TopicKey, partitions: Sequence[Any], by_id: bool,
+    wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]],
+) -> None:
+    """Resolve a topic of the request (or of the session) to its name and id; an unknown id is answered at once."""
+    if by_id:
+        assert isinstance(key, uuid.UUID)
+        meta = services.metadata.topic_by_id(key)
+        if meta is None:
+            unknown_ids.append((key, partitions))
+            return
+        wanted.append((meta.name, key, partitions))
+    else:
+        assert isinstance(key, str)
+        meta = services.metadata.topics.get(key)
+        wanted.append((key, meta.topic_id if meta is not None else uuid.UUID(int=0), partitions))
+
+
+def _requested(request: Any, by_id: bool) -> Iterator[tuple[TopicKey, CachedPartition]]:
+    """An incremental request's partitions as session entries (consumed only when the request is incremental)."""
+    for t in request.topics:
+        key = (t.topic_id or uuid.UUID(int=0)) if by_id else t.topic
+        for fp in t.partitions:
+            yield key, _cached(fp)
+
+
+def _forgotten(request: Any, by_id: bool) -> Iterator[tuple[TopicKey, int]]:
+    for t in request.forgotten_topics_data or ():
+        key = (t.topic_id or uuid.UUID(int=0)) if by_id else t.topic
+        for index in t.partitions:
+            yield key, int(index)
+
+
+def _cached(fp: Any) -> CachedPartition:
+    return CachedPartition(
+        fp.partition, fp.fetch_offset, getattr(fp, "log_start_offset", -1), fp.partition_max_bytes,
+        getattr(fp, "current_leader_epoch", -1),
+    )
+
+
+def _to_cache(
+    wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]],
+    topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], by_id: bool,
+) -> Iterator[tuple[TopicKey, CachedPartition]]:
+    """A full fetch's partitions for its new session, each remembering what this response tells the fetcher.
+    ``topics`` holds the results of ``wanted`` and then of ``unknown_ids``, in that order."""
+    requests = [(name, topic_id, parts) for name, topic_id, parts in wanted]
+    requests += [("", topic_id, parts) for topic_id, parts in unknown_ids]
+    for (name, topic_id, parts), (_n, _i, results) in zip(requests, topics, strict=True):
+        key: TopicKey = topic_id if by_id else name
+        for fp, result in zip(parts, results, strict=True):
+            cached = _cached(fp)
+            cached.must_respond(result.error_code, result.high_watermark, result.last_stable_offset,
+                                result.log_start_offset, 0)
+            yield key, cached
+
+
+def _changed_only(
+    session: FetchSession, topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], by_id: bool,
+) -> list[tuple[str, uuid.UUID, list[FetchPartitionResult]]]:
+    """An incremental response: the partitions the fetcher must hear about (the session remembers what it was
+    told); partitions served records move to the back of the session."""
+    out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
+    served: list[tuple[TopicKey, int]] = []
+    for name, topic_id, results in topics:
+        key: TopicKey = topic_id if by_id else name
+        cached = session.topics.get(key)
+        if cached is None:
+            continue
+        kept = []
+        for r in results:
+            entry = cached.get(r.index)
+            if entry is None or entry.must_respond(r.error_code, r.high_watermark, r.last_stable_offset,
+                                                   r.log_start_offset, r.size):
+                kept.append(r)
+                if r.size:
+                    served.append((key, r.index))
+        if kept:
+            out.append((name, topic_id, kept))
+    session.rotate(served)
+    return out
+
+
 def _read_all(
-    ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, list[Any]]], replica_id: int, max_bytes: int,
-    committed: bool,
+    ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], replica_id: int, max_bytes: int,
+    committed: bool, changed_only: bool = False,
 ) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]]]:
+    """Read every wanted partition. A partition with nothing to read at its fetch offset is answered without a
+    read; with ``changed_only`` (an incremental session's partitions, which are :class:`CachedPartition`) such a
+    partition whose offsets the fetcher already knows gets no result at all, so an idle partition of a session
+    costs a lookup and a few comparisons."""
     services = ctx.services
+    replicas = services.replicas
+    follower = replica_id >= 0
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
     budget = max_bytes
     total = 0
@@ -147,18 +269,32 @@ def _read_all(
         results: list[FetchPartitionResult] = []
         out.append((name, topic_id, results))
         for fp in partitions:
-            result = FetchPartitionResult(fp.partition)
-            results.append(result)
+            offset = fp.fetch_offset
+            result: FetchPartitionResult | None = None
             try:
-                part = services.replicas.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
+                part = replicas.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
                 plog = part.log
-                if replica_id >= 0:
-                    part.record_follower_fetch(replica_id, fp.fetch_offset, getattr(fp, "log_start_offset", -1))
-                    limit = None
-                else:
-                    limit = part.high_watermark
+                if follower:
+                    part.record_follower_fetch(replica_id, offset, getattr(fp, "log_start_offset", -1))
+                hw = plog.high_watermark
+                lso = plog.last_stable_offset
+                start = plog.log_start_offset
+                leo = plog.log_end_offset
+                upper = leo if follower else (min(hw, lso) if committed else hw)
+                if start <= offset <= leo and offset >= upper and not plog.offline:
+                    waitable.append((part, lso))
+                    if changed_only and hw == fp.high_watermark and lso == fp.last_stable_offset \
+                            and start == fp.leader_log_start_offset:
+                        continue
+                    idle = FetchPartitionResult(fp.partition, 0, hw, lso, start)
+                    if committed:
+                        idle.aborted_transactions = []
+                    results.append(idle)
+                    continue
+                result = FetchPartitionResult(fp.partition)
+                results.append(result)
                 read = plog.read(
-                    fp.fetch_offset, min(fp.partition_max_bytes, max(budget, 0)), limit, min_one=total == 0,
+                    offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw, min_one=total == 0,
                     read_committed=committed,
                 )
                 result.records = read.buffers
@@ -168,8 +304,11 @@ def _read_all(
                 budget -= read.size
                 waitable.append((part, read.last_stable_offset))
             except KafkaError as exc:
+                if result is None:
+                    result = FetchPartitionResult(fp.partition)
+                    results.append(result)
                 result.error_code = int(exc.code)
-                part_or_none = services.replicas.get(TopicPartition(name, fp.partition))
+                part_or_none = replicas.get(TopicPartition(name, fp.partition))
                 if part_or_none is None:
                     continue
                 part = part_or_none

@@ -1,0 +1,270 @@
+"""The leader's cache of incremental fetch sessions (KIP-227), as Kafka's FetchSessionCache keeps them.
+
+A fetcher that reads thousands of partitions (a follower, a consumer with a wide assignment) would otherwise send
+every partition on every request and get every partition back. With a session the broker remembers what the fetcher
+last asked for (fetch offset, log start, max bytes, leader epoch per partition) and what it last told it (high
+watermark, last stable offset, log start): the next request carries only partitions whose fetch state changed plus
+``forgotten_topics_data``, and the response only partitions with records, an error, or a changed high watermark,
+last stable offset or log start offset.
+
+The request's ``(session_id, session_epoch)`` pick the kind of fetch, as Kafka's FetchManager.newContext does:
+
+* epoch 0 (INITIAL) or -1 (FINAL) is a *full* fetch; a non-zero session id named in it is closed first. A full
+  fetch with epoch 0 may create a session (the response carries its id, next epoch 1); with -1 it never does.
+* any other epoch is *incremental*: an unknown id is FETCH_SESSION_ID_NOT_FOUND, an epoch other than the session's
+  INVALID_FETCH_SESSION_EPOCH, a session of topic ids used below v13 or of names from v13 on
+  FETCH_SESSION_TOPIC_ID_ERROR. A session that its forgotten partitions leave empty is closed and the fetch answered
+  as a sessionless one.
+
+The cache holds ``max.incremental.fetch.session.cache.slots`` sessions (0 turns sessions off). When it is full, a
+new session may take the slot of a session unused for ``EVICTION_MS`` (the least recently used first), else of the
+least valuable evictable session: a follower's (privileged) session outranks a consumer's, a larger one a smaller
+one, and a session younger than ``EVICTION_MS`` is evictable only by a privileged newcomer and only if it is not
+privileged itself (Kafka's evictableByAll / evictableByPrivileged). Time is the injected clock's.
+
+Pure state and decisions: :mod:`odradek.broker.apis.fetch` reads the logs and encodes.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from odradek.clock import Clock
+from odradek.errors import ErrorCode
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+EVICTION_MS = 120_000
+"""Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS: a session this idle may be evicted by anyone."""
+MAX_EPOCH = 2**31 - 1
+
+TopicKey = str | uuid.UUID
+"""A session's topics are named below Fetch v13 and identified by topic id from v13 on."""
+
+
+def next_epoch(epoch: int) -> int:
+    """Kafka's FetchMetadata.nextEpoch: the epoch after ``epoch``, wrapping to 1; FINAL stays FINAL."""
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == MAX_EPOCH else epoch + 1
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    """One partition of a session. The first five fields mirror a Fetch request's partition (so the reader takes a
+    cached partition where it takes a requested one); the last three are what the fetcher was last told."""
+
+    partition: int
+    fetch_offset: int
+    log_start_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    leader_log_start_offset: int = -1
+
+    def take_request(self, other: CachedPartition) -> None:
+        self.fetch_offset = other.fetch_offset
+        self.log_start_offset = other.log_start_offset
+        self.partition_max_bytes = other.partition_max_bytes
+        self.current_leader_epoch = other.current_leader_epoch
+
+    def must_respond(self, error_code: int, high_watermark: int, last_stable_offset: int, log_start_offset: int,
+                     records_size: int) -> bool:
+        """Whether an incremental response must carry this partition, remembering what it then tells the fetcher.
+        An error resets the remembered high watermark, so the partition is sent again once the error clears."""
+        respond = records_size > 0
+        if self.high_watermark != high_watermark:
+            self.high_watermark = high_watermark
+            respond = True
+        if self.last_stable_offset != last_stable_offset:
+            self.last_stable_offset = last_stable_offset
+            respond = True
+        if self.leader_log_start_offset != log_start_offset:
+            self.leader_log_start_offset = log_start_offset
+            respond = True
+        if error_code:
+            self.high_watermark = -1
+            respond = True
+        return respond
+
+
+@dataclass(slots=True, eq=False)
+class FetchSession:
+    id: int
+    privileged: bool
+    """A follower's session (replica id >= 0): it outranks consumers' sessions when the cache is full."""
+    uses_topic_ids: bool
+    created_ms: int
+    last_used_ms: int
+    epoch: int = 1
+    topics: dict[TopicKey, dict[int, CachedPartition]] = field(default_factory=dict)
+    size: int = 0
+
+    def update(self, requested: Iterable[tuple[TopicKey, CachedPartition]],
+               forgotten: Iterable[tuple[TopicKey, int]]) -> None:
+        """Apply an incremental request: partitions it names are added or take its fetch state (keeping what the
+        fetcher was last told), forgotten ones leave."""
+        topics = self.topics
+        for key, wanted in requested:
+            parts = topics.get(key)
+            if parts is None:
+                parts = topics[key] = {}
+            cached = parts.get(wanted.partition)
+            if cached is None:
+                parts[wanted.partition] = wanted
+                self.size += 1
+            else:
+                cached.take_request(wanted)
+        for key, index in forgotten:
+            parts = topics.get(key)
+            if parts is not None and parts.pop(index, None) is not None:
+                self.size -= 1
+                if not parts:
+                    del topics[key]
+
+    def rotate(self, served: Iterable[tuple[TopicKey, int]]) -> None:
+        """Move partitions that were just served records to the back of the session, so a response bounded by
+        ``max_bytes`` starts with the others next time (Kafka's fairness among a session's partitions)."""
+        topics = self.topics
+        for key, index in served:
+            parts = topics.pop(key, None)
+            if parts is None:
+                continue  # forgotten meanwhile
+            cached = parts.pop(index, None)
+            if cached is not None:
+                parts[index] = cached
+            topics[key] = parts
+
+
+class ContextKind(enum.Enum):
+    SESSIONLESS = "sessionless"
+    """A full fetch that creates no session (FINAL epoch, or a session its forgotten partitions emptied)."""
+    FULL = "full"
+    """A full fetch that may create a session once it is answered (:meth:`FetchSessionCache.maybe_create`)."""
+    INCREMENTAL = "incremental"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchContext:
+    kind: ContextKind
+    session: FetchSession | None = None
+    error_code: int = 0
+
+
+SESSIONLESS = FetchContext(ContextKind.SESSIONLESS)
+FULL = FetchContext(ContextKind.FULL)
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int, clock: Clock, eviction_ms: int = EVICTION_MS,
+                 rng: random.Random | None = None) -> None:
+        self.max_slots = max_slots
+        self.clock = clock
+        self.eviction_ms = eviction_ms
+        self._rng = rng or random.Random()
+        self.sessions: dict[int, FetchSession] = {}
+        """By id, least recently used first (a used session moves to the end)."""
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    @property
+    def partitions(self) -> int:
+        return sum(s.size for s in self.sessions.values())
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        return self.sessions.pop(session_id, None)
+
+    def new_context(self, session_id: int, epoch: int, uses_topic_ids: bool,
+                    requested: Iterable[tuple[TopicKey, CachedPartition]],
+                    forgotten: Iterable[tuple[TopicKey, int]]) -> FetchContext:
+        """Decide what a Fetch request is; an incremental request's partitions are applied to its session here,
+        and the session's epoch moves on, so a replayed request is refused with INVALID_FETCH_SESSION_EPOCH."""
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.remove(session_id)
+            return SESSIONLESS if epoch == FINAL_EPOCH else FULL
+        session = self.sessions.get(session_id)
+        if session is None:
+            return FetchContext(ContextKind.ERROR, error_code=int(ErrorCode.fetch_session_id_not_found))
+        if session.epoch != epoch:
+            return FetchContext(ContextKind.ERROR, error_code=int(ErrorCode.invalid_fetch_session_epoch))
+        if session.uses_topic_ids != uses_topic_ids:
+            return FetchContext(ContextKind.ERROR, error_code=int(ErrorCode.fetch_session_topic_id_error))
+        session.update(requested, forgotten)
+        if session.size == 0:
+            self.remove(session.id)
+            return SESSIONLESS
+        self._touch(session)
+        session.epoch = next_epoch(session.epoch)
+        return FetchContext(ContextKind.INCREMENTAL, session)
+
+    def maybe_create(self, privileged: bool, uses_topic_ids: bool,
+                     partitions: Iterable[tuple[TopicKey, CachedPartition]]) -> int:
+        """After a full fetch with the INITIAL epoch: a new session holding ``partitions`` (their response fields
+        already set to what the full response told), or INVALID_SESSION_ID when the cache has no slot for it."""
+        if self.max_slots <= 0:
+            return INVALID_SESSION_ID
+        topics: dict[TopicKey, dict[int, CachedPartition]] = {}
+        size = 0
+        for key, cached in partitions:
+            parts = topics.get(key)
+            if parts is None:
+                parts = topics[key] = {}
+            if cached.partition not in parts:
+                size += 1
+            parts[cached.partition] = cached
+        now = self.clock.monotonic_ms()
+        if len(self.sessions) >= self.max_slots and not self._try_evict(privileged, size, now):
+            return INVALID_SESSION_ID
+        session_id = self._new_id()
+        self.sessions[session_id] = FetchSession(session_id, privileged, uses_topic_ids, now, now, 1, topics, size)
+        return session_id
+
+    def _new_id(self) -> int:
+        while True:
+            candidate = self._rng.randint(1, MAX_EPOCH - 1)
+            if candidate not in self.sessions:
+                return candidate
+
+    def _touch(self, session: FetchSession) -> None:
+        session.last_used_ms = self.clock.monotonic_ms()
+        del self.sessions[session.id]
+        self.sessions[session.id] = session
+
+    def _try_evict(self, privileged: bool, size: int, now: int) -> bool:
+        """Free one slot for a newcomer, or say it cannot have one (Kafka's tryEvict)."""
+        oldest = next(iter(self.sessions.values()), None)
+        if oldest is None:
+            return False
+        if now - oldest.last_used_ms > self.eviction_ms:
+            self._evict(oldest)
+            return True
+        # the least valuable session the newcomer may evict: not privileged before privileged, then smallest
+        victim: FetchSession | None = None
+        for s in self.sessions.values():
+            mature = now - s.created_ms > self.eviction_ms
+            if not (mature or (privileged and not s.privileged)):
+                continue
+            if victim is None or (s.privileged, s.size, s.id) < (victim.privileged, victim.size, victim.id):
+                victim = s
+        # a newcomer must be worth strictly more (Kafka's key for it carries id 0, below every real id)
+        if victim is None or (privileged, size) <= (victim.privileged, victim.size):
+            return False
+        self._evict(victim)
+        return True
+
+    def _evict(self, session: FetchSession) -> None:
+        del self.sessions[session.id]
+        self.evictions += 1
