@@ -12,6 +12,7 @@ exit code 1 (:class:`SecuredGroup`), never a traceback.
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,11 +29,13 @@ from odradek.security.client_config import (
 from odradek.security.sasl_client import AuthenticationFailed
 
 F = TypeVar("F", bound=Callable[..., Any])
+GIVEN = "odradek.command_config_given"
 
 
 def _load(ctx: click.Context, param: click.Parameter, value: Path | None) -> dict[str, str]:
     if value is None:
         return {}
+    ctx.meta[GIVEN] = True  # meta is shared by nested contexts: the group's error handler sees it
     try:
         properties = read_properties(value)
         client_security(properties)  # refuse an unusable file now, not at the first connection
@@ -61,24 +64,55 @@ def rdkafka_config(bootstrap: str, properties: Mapping[str, str], overrides: Seq
     config: dict[str, Any] = {"bootstrap.servers": bootstrap} if bootstrap else {}
     config.update(librdkafka_properties(properties))
     config.update({k: v for k, v in kafka_config(bootstrap, overrides).items() if k != "bootstrap.servers" or v})
+    if properties:
+        config["error_cb"] = _fail_on_refusal
     return config
 
 
-def admin(bootstrap: str, properties: Mapping[str, str]) -> Any:
+def _fail_on_refusal(error: Any) -> None:
+    """librdkafka retries a refused login for ever, reporting it only here (served by poll): a tool stops instead,
+    as Kafka's do on an AuthenticationException (an SSL handshake failure is one too)."""
+    from confluent_kafka import KafkaError
+
+    if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+        raise AuthenticationFailed(error.str())
+
+
+def admin(bootstrap: str, properties: Mapping[str, str], timeout_s: float = 30.0) -> Any:
+    """A confluent-kafka AdminClient. With a properties file it first makes sure it can log in: an admin
+    request's future would otherwise wait out its whole timeout on a refused login, which only ``poll`` reports."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(rdkafka_config(bootstrap, properties))
+    client = AdminClient(rdkafka_config(bootstrap, properties))
+    if not properties:
+        return client
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.list_topics(timeout=0.5)
+            return client
+        except KafkaException:
+            client.poll(0.1)  # raises AuthenticationFailed through _fail_on_refusal when that is why
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"cannot reach {bootstrap} within {timeout_s:.0f} s") from None
 
 
 class SecuredGroup(click.Group):
-    """The ``odradek`` group: a refused login or a TLS failure anywhere below is a one-line error (exit 1)."""
+    """The ``odradek`` group: a refused login, a TLS failure or a dropped connection anywhere below is a one-line
+    error (exit 1)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except AuthenticationFailed as exc:
-            raise click.ClickException(f"Authentication failed: {exc}") from None
+            text = str(exc)
+            raise click.ClickException(text if "authentication failed" in text.lower()
+                                       else f"Authentication failed: {text}") from None
         except ssl.SSLError as exc:
             raise click.ClickException(f"TLS handshake failed: {exc}") from None
         except ClientConfigError as exc:
             raise click.ClickException(str(exc)) from None
+        except ConnectionError as exc:
+            hint = "" if ctx.meta.get(GIVEN) else " (a SASL or SSL listener needs --command-config)"
+            raise click.ClickException(f"Connection to the broker failed: {exc or type(exc).__name__}{hint}") from None

@@ -126,11 +126,16 @@ def test_wrong_password_is_one_clear_line(broker: BrokerProcess, configs: dict[s
     topics = cli("topics", "--bootstrap-server", bootstrap, "--command-config", config, "--list")
     assert topics.exit_code == 1
     assert topics.stdout == ""
-    assert topics.stderr.startswith("Error: Authentication failed: SASL authentication as alice refused: ")
+    assert topics.stderr.startswith("Error: SASL authentication as alice refused: Authentication failed during "
+                                    "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256")
     assert "Traceback" not in topics.stderr
     groups = cli("groups", "--bootstrap-server", bootstrap, "--command-config", config, "--list")
     assert groups.exit_code == 1
     assert "Authentication failed" in groups.stderr and "Traceback" not in groups.stderr
+    perf = cli("perf", "produce", "--bootstrap-server", bootstrap, "--topic", "never", "--num-records", "5",
+               "--record-size", "10", "--throughput", "-1", "--command-config", config)
+    assert perf.exit_code == 1
+    assert "Authentication failed" in perf.stderr and "Traceback" not in perf.stderr
 
 
 def test_bad_properties_file_is_a_usage_error(broker: BrokerProcess, tmp_path: Path,
@@ -155,3 +160,10 @@ def test_librdkafka_translation() -> None:
         "client.id": "ops"}
     with pytest.raises(ClientConfigError, match="needs a username and password"):
         librdkafka_properties({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"})
+
+
+def test_secured_listener_without_command_config_says_so(broker: BrokerProcess, cli: Callable[..., Result]) -> None:
+    result = cli("topics", "--bootstrap-server", broker.listeners["SASL_PLAINTEXT"], "--list")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: Connection to the broker failed: ")
+    assert "needs --command-config" in result.stderr
