@@ -12,9 +12,9 @@ Build the security from a ``--command-config`` file with :func:`odradek.security
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from odradek.clock import Clock, SystemClock
 from odradek.protocol.client import BlockingConnection
 from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
 from odradek.security.broker_client import PLAINTEXT, REAUTH_FRACTION, OutgoingSecurity
@@ -37,10 +37,12 @@ API_VERSIONS = 18
 
 class KafkaConnection:
     def __init__(self, bootstrap: str, client_id: str = "odradek-cli", timeout: float = 30.0,
-                 security: OutgoingSecurity = PLAINTEXT) -> None:
+                 security: OutgoingSecurity = PLAINTEXT, clock: Clock | None = None) -> None:
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         self.security = security
-        self._reauth_at: float | None = None
+        self.clock = clock or SystemClock()
+        self.reauthenticate_at_ms: int | None = None
+        """When the next request first authenticates again (KIP-368), on ``clock``'s monotonic time."""
         self._conn = BlockingConnection(host or "127.0.0.1", int(port), client_id, timeout=timeout,
                                         ssl_context=security.ssl_context)
         self.versions: dict[int, tuple[int, int]] = {}
@@ -70,8 +72,9 @@ class KafkaConnection:
                 break
             except ScramFormatError as exc:
                 raise AuthenticationFailed(f"SCRAM exchange failed: {exc}") from None
-        lifetime_s = answer.session_lifetime.total_seconds()
-        self._reauth_at = time.monotonic() + lifetime_s * REAUTH_FRACTION if lifetime_s > 0 else None
+        lifetime_ms = answer.session_lifetime.total_seconds() * 1000
+        self.reauthenticate_at_ms = (self.clock.monotonic_ms() + int(lifetime_ms * REAUTH_FRACTION)
+                                     if lifetime_ms > 0 else None)
 
     def _exchange(self, api_key: int, version: int, body: Any) -> Any:
         frame, offset = self._send(api_key, body, version)
@@ -103,7 +106,7 @@ class KafkaConnection:
     def request_frame(self, api_key: int, body: Any, version: int) -> tuple[memoryview, int]:
         """Send ``body`` and return the undecoded response frame and where its body starts, for the responses
         kio's readers refuse although Kafka sends them (a -1 timestamp, say)."""
-        if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+        if self.reauthenticate_at_ms is not None and self.clock.monotonic_ms() >= self.reauthenticate_at_ms:
             self.authenticate()
         return self._send(api_key, body, version)
 
