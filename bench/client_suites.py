@@ -121,6 +121,8 @@ def main() -> int:
     parser.add_argument("--confluent-venv", type=Path)
     parser.add_argument("--override", action="append", default=[], help="broker config key=value")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
+    parser.add_argument("--confluent-group-protocol", choices=("classic", "consumer"), default="classic",
+                        help="consumer: the suite's consumers use KIP-848 groups (TEST_CONSUMER_GROUP_PROTOCOL)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="odradek-suites-"))
@@ -132,8 +134,9 @@ def main() -> int:
         results.append(run_suite("kafka-python", args.kafka_python, args.kafka_python_venv, KAFKA_PYTHON_ARGS,
                                  env, work, [*KAFKA_PYTHON_BROKER, *args.override]))
     if args.confluent:
+        env = {"BROKERS": "{bootstrap}", "TEST_CONSUMER_GROUP_PROTOCOL": args.confluent_group_protocol}
         results.append(run_suite("confluent-kafka-python", args.confluent, args.confluent_venv, CONFLUENT_ARGS,
-                                 {"BROKERS": "{bootstrap}"}, work, args.override))
+                                 env, work, args.override))
     for r in results:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(r.counts.items()))
         print(f"{r.name}: {counts} ({r.seconds:.0f} s)")

@@ -191,6 +191,7 @@ def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> No
 
 def _mount_subcommands() -> None:
     """One import and one line per subcommand module, so branches adding commands merge without conflicts."""
+    from odradek.cli_acls import acls
     from odradek.cli_assign import assign
     from odradek.cli_cluster import elect, reassign
     from odradek.cli_configs import configs
@@ -200,6 +201,7 @@ def _mount_subcommands() -> None:
     from odradek.cli_perf import perf
     from odradek.cli_transactions import transactions
 
+    main.add_command(acls)
     main.add_command(assign)
     main.add_command(reassign)
     main.add_command(elect)

@@ -22,7 +22,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import Connection
 from odradek.broker.server import Broker
 from odradek.coordination import EmbeddedBackend
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.framing import FrameError
 
 DESCRIBE_CLUSTER, METADATA = 60, 3
@@ -109,3 +109,33 @@ def test_a_null_the_schema_forbids_is_a_malformed_request(broker: tuple[asyncio.
     request = schema(topic_names=None, timeout=datetime.timedelta(seconds=1))  # type: ignore[arg-type]
     with pytest.raises(FrameError, match="malformed: topic_names is null"):
         loop.run_until_complete(conn.dispatch(_frame(20, 1, request)))
+
+
+async def _refusal(ctx: Any, request: Any) -> Any:
+    raise KafkaError(ErrorCode.cluster_authorization_failed, "not for you")
+
+
+def test_a_kafka_error_raised_out_of_a_handler_is_the_response_error(
+    broker: tuple[asyncio.AbstractEventLoop, Broker]
+) -> None:
+    loop, b = broker
+    conn = _connection(b, DESCRIBE_CLUSTER, _refusal)
+    request = load_request_schema(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False)
+    chunks = loop.run_until_complete(conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request)))
+    assert chunks is not None
+    frame = b"".join(bytes(c) for c in chunks)[4:]
+    response_cls = load_response_schema(DESCRIBE_CLUSTER, 0)
+    header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
+    response, _ = entity_reader(response_cls)(frame, offset)
+    assert (header.correlation_id, response.error_code, response.error_message) == (
+        7, ErrorCode.cluster_authorization_failed, "not for you")
+
+
+def test_a_kafka_error_without_a_response_error_code_closes_the_connection(
+    broker: tuple[asyncio.AbstractEventLoop, Broker]
+) -> None:
+    loop, b = broker
+    conn = _connection(b, METADATA, _refusal)
+    request = load_request_schema(METADATA, 1)(topics=None)
+    with pytest.raises(FrameError, match="metadata v1 failed with cluster_authorization_failed"):
+        loop.run_until_complete(conn.dispatch(_frame(METADATA, 1, request)))

@@ -35,6 +35,7 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.consumer.session.timeout.ms": (int, 45000),
     "group.consumer.heartbeat.interval.ms": (int, 5000),
     "group.consumer.assignors": (str, "uniform,range"),
+    "group.consumer.migration.policy": (str, "bidirectional"),
     "min.insync.replicas": (int, 1),
     "unclean.leader.election.enable": (bool, False),
     "replica.lag.time.max.ms": (int, 30000),
@@ -45,6 +46,10 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "leader.imbalance.check.interval.seconds": (int, 300),
     "controlled.shutdown.enable": (bool, True),
     "controlled.shutdown.max.retries": (int, 3),
+    # authorization (ACLs): empty = none, as in Kafka; AclAuthorizer and StandardAuthorizer both mean the built-in one
+    "authorizer.class.name": (str, ""),
+    "super.users": (str, ""),
+    "allow.everyone.if.no.acl.found": (bool, False),
     "log.segment.bytes": (int, 1073741824),
     "log.roll.ms": (int, 604800000),
     "log.retention.ms": (int, 604800000),
@@ -121,6 +126,9 @@ class BrokerConfig:
                 raise ValueError(f"unknown broker config {name!r}")
             values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
         values.update(typed)
+        from odradek.security.authorizer import check_settings
+
+        check_settings(values)  # a bad authorizer.class.name or super.users is refused here, like any bad value
         explicit = frozenset((overrides or {}).keys()) | frozenset(typed)
         return cls(host=host, port=port, data_dir=data_dir, values=values, explicit=explicit)
 

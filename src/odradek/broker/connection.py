@@ -35,7 +35,7 @@ from odradek.controller.requests import (
     frame_response,
     parse_request_frame,
 )
-from odradek.errors import ErrorCode
+from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.entities import empty_entity, encode_entity, forbidden_null
 from odradek.protocol.framing import (
     FrameError,
@@ -342,6 +342,9 @@ class Connection:
                 raise FrameError(f"{name} v{version} request is malformed: {null} is null") from exc
             log.exception("internal error handling %s v%d from %s", name, version, self.peer)
             return self._internal_error(correlation_id, ctx, name)
+        except KafkaError as exc:
+            # A request-wide failure the handler chose not to fold into its response itself.
+            return self._request_error(correlation_id, ctx, api.__name__.rsplit(".", 1)[1], exc)
         if response is None:  # acks=0 produce: no response at all
             return None
         if isinstance(response, Encoded):
@@ -365,6 +368,21 @@ class Connection:
         if "error_code" not in cls.__dataclass_fields__:
             raise FrameError(f"internal error handling {name} v{ctx.api_version}; its response has no error code")
         return encode_response(correlation_id, empty_entity(cls, error_code=ErrorCode.unknown_server_error))
+
+    @staticmethod
+    def _request_error(correlation_id: int, ctx: RequestContext, name: str,
+                       exc: KafkaError) -> list[bytes | bytearray | memoryview]:
+        """A KafkaError raised out of a handler: the response's top-level error code (and message, where the
+        version has one) is the answer; a response without a top-level error code cannot carry it, so the
+        connection closes, as Kafka's SocketServer closes on a failure it cannot encode."""
+        cls = ctx.response_class
+        fields = cls.__dataclass_fields__
+        if "error_code" not in fields:
+            raise FrameError(f"{name} v{ctx.api_version} failed with {exc.code.name}; its response has no error code")
+        values: dict[str, Any] = {"error_code": exc.code}
+        if "error_message" in fields and exc.message:
+            values["error_message"] = exc.message
+        return encode_response(correlation_id, empty_entity(cls, **values))
 
     async def _dispatch_raw(self, api: Any, frame: bytes) -> list[bytes | bytearray | memoryview]:
         """The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown): Kafka's format,

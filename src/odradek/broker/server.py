@@ -33,6 +33,7 @@ from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
+from odradek.broker.link.acl_watch import AclWatch
 from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
@@ -60,6 +61,7 @@ from odradek.errors import KafkaError
 from odradek.log_limit import LogLimiter
 from odradek.observe.http import ObserveServer
 from odradek.observe.metrics import make_registry
+from odradek.security.authorizer import from_config as authorizer_from_config
 from odradek.security.broker_client import OutgoingSecurity
 from odradek.security.listeners import Listener, advertised_host, listener_config
 from odradek.security.sasl import SaslSettings, sasl_settings
@@ -132,6 +134,9 @@ class Broker:
             config=GroupConfig.from_overrides({k: str(v) for k, v in config.values.items()}),
         )
         self.replicas.listeners.append(_GroupsFollowOffsets(self.groups))
+        self.groups.topics_source = lambda: {
+            name: (meta.topic_id, len(meta.partitions)) for name, meta in self.metadata.topics.items()
+        }
         producer_ids = ProducerIdManager(ProducerIdBlocks(self.membership).allocate)
         self.transactions = Transactions(
             self.broker_id, self.clock, self.metadata, self.replicas, self.groups,
@@ -155,13 +160,14 @@ class Broker:
         self.controller = Controller(self.broker_id, self.membership.current_session, self.clock, self.transport,
                                      controller_props, gate=self.faults.resumed)
         self.topics = TopicAdmin(self.membership, self.metadata, config)
+        self.authorizer = authorizer_from_config(config.values, self.membership.current)
+        self.acl_watch = AclWatch(self.membership, self.authorizer) if self.authorizer is not None else None
         self.services = Services(
             broker_id=self.broker_id, config=config, metadata=self.metadata,
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
             controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
-            apis=load_apis(),
-            stats=self.replicas.stats,
+            apis=load_apis(), stats=self.replicas.stats, authorizer=self.authorizer,
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None
@@ -329,6 +335,8 @@ class Broker:
         await self._close_connections()
         await self.replicas.fetchers.stop()
         self.config_watch.stopped = True
+        if self.acl_watch is not None:
+            self.acl_watch.stopped = True
         await self.controller.stop()
         await self.transport.close()
 

@@ -23,6 +23,7 @@ from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.stats import BrokerStats
 from odradek.broker.txn.service import Transactions
 from odradek.controller import Controller
+from odradek.security.authorizer import Authorizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +44,6 @@ class Services:
     """The API registry: every module of :mod:`odradek.broker.apis`, by key (what ApiVersions advertises)."""
     stats: BrokerStats = field(default_factory=BrokerStats)
     """Counters for the metrics endpoint (bytes out to consumers, request times)."""
+    authorizer: Authorizer | None = None
+    """``authorizer.class.name``'s authorizer; None when none is configured (every request is allowed, as in
+    Kafka), so the check on the produce and fetch path is one attribute test."""

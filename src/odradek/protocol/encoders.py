@@ -248,6 +248,7 @@ class MetadataTopic:
     partitions: Sequence[MetadataPartition]
     internal: bool = False
     error_code: int = 0
+    authorized_operations: int = -2147483648  # v8+: not requested / not computed
 
 
 def encode_metadata_response(
@@ -257,6 +258,7 @@ def encode_metadata_response(
     controller_id: int,
     topics: Sequence[MetadataTopic],
     throttle_ms: int = 0,
+    cluster_authorized_operations: int = -2147483648,
 ) -> list[Buffer]:
     """MetadataResponse v0-v13 (flexible from v9)."""
     w = Writer(version >= 9)
@@ -295,10 +297,10 @@ def encode_metadata_response(
                 w.int32_array(p.offline)
             w.no_tags()
         if version >= 8:
-            w.i32(-2147483648)  # authorized operations not requested / not computed
+            w.i32(t.authorized_operations)
         w.no_tags()
     if 8 <= version <= 10:
-        w.i32(-2147483648)
+        w.i32(cluster_authorized_operations)
     if version >= 13:
         w.i16(0)
     w.no_tags()

@@ -12,12 +12,18 @@ the coordinator.
 v4+ come from brokers (KIP-890): a batch of transactions, each answered on its own under ``results_by_transaction``;
 with ``verify_only`` nothing is added, and each partition says whether it already is in the ongoing transaction
 (NONE, or TRANSACTION_ABORTABLE if not), which is how a partition leader checks a transactional produce.
+
+With an authorizer (as Kafka's KafkaApis): v4+ need CLUSTER_ACTION on the Cluster (else CLUSTER_AUTHORIZATION_FAILED
+at the top level); v0-v3 need WRITE on the transactional id (else every partition gets
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else TOPIC_AUTHORIZATION_FAILED, the others
+OPERATION_NOT_ATTEMPTED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.topics import INTERNAL_TOPICS
 from odradek.broker.txn.decisions import to_client_error
@@ -35,6 +41,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                             request.v3_and_below_producer_epoch, request.v3_and_below_topics, verify_only=False)
         return fit(ctx.response_class, throttle_time=NO_THROTTLE,
                    results_by_topic_v3_and_below=_topic_results(ctx, result))
+    if not authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                   results_by_transaction=())
     txn_result = nested(ctx, "AddPartitionsToTxnResult")
     results = []
     for txn in request.transactions:
@@ -50,8 +59,13 @@ async def _one(ctx: RequestContext, transactional_id: str, producer_id: int, pro
     services = ctx.services
     partitions = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
     refused: dict[TopicPartition, ErrorCode] = {}
+    writable = {tp.topic for tp in partitions}
+    if ctx.api_version < 4 and services.authorizer is not None:
+        if not authz.allowed(ctx, authz.Operation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return dict.fromkeys(partitions, ErrorCode.transactional_id_authorization_failed)
+        writable = authz.authorized_names(ctx, authz.Operation.WRITE, authz.ResourceType.TOPIC, writable)
     for tp in partitions:
-        if ctx.api_version < 4 and tp.topic in INTERNAL_TOPICS:
+        if ctx.api_version < 4 and (tp.topic in INTERNAL_TOPICS or tp.topic not in writable):
             refused[tp] = ErrorCode.topic_authorization_failed
         elif tp.partition not in (meta.partitions if (meta := services.metadata.topics.get(tp.topic)) else {}):
             refused[tp] = ErrorCode.unknown_topic_or_partition

@@ -6,7 +6,8 @@ name or a bad value, INVALID_REQUEST for a null value) and applied only if all o
 stops there. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION. odradek's broker configs are all read-only (none of them
 can be updated dynamically), so a broker resource with entries is INVALID_CONFIG naming them, as Kafka refuses a
 config it cannot update dynamically; an empty one changes nothing and succeeds. Other resource types:
-INVALID_REQUEST.
+INVALID_REQUEST. With an authorizer, a topic needs ALTER_CONFIGS on it (else TOPIC_AUTHORIZATION_FAILED), a broker
+ALTER_CONFIGS on the Cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka checks them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.apis.incremental_alter_configs import alter_topic
 from odradek.broker.topic_config import validate_overrides
@@ -43,6 +45,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for res in request.resources:
         error, message = ErrorCode.none, None
         try:
+            refusal = authz.config_refusal(ctx, authz.Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            if refusal is not None:
+                raise refusal
             if res.resource_type == BROKER:
                 if res.configs:
                     names = ",".join(sorted(c.name for c in res.configs))

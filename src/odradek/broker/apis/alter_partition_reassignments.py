@@ -3,13 +3,15 @@
 Starts (target replica list) or cancels (null) partition reassignments on the active controller, which runs
 Kafka's OAR/RAR flow: add the new replicas, wait for them to join the ISR, move leadership if needed, then stop and
 delete the old replicas. Non-controllers answer NOT_CONTROLLER. Per partition: UNKNOWN_TOPIC_OR_PARTITION,
-INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel.
+INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel. With an authorizer the
+request needs ALTER on the Cluster, else CLUSTER_AUTHORIZATION_FAILED at the top level and for every partition.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode, KafkaError
 
@@ -28,7 +30,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     top_error, top_message = ErrorCode.none, None
     outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     controller = ctx.services.controller
-    if not controller.is_active:
+    if not authz.allowed(ctx, authz.Operation.ALTER, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        top_error = ErrorCode.cluster_authorization_failed
+    elif not controller.is_active:
         top_error = ErrorCode.not_controller
     else:
         try:

@@ -5,12 +5,14 @@ destination catches up from the current one and is swapped in under the log's lo
 the answer comes as soon as the move has started, as Kafka's does (DescribeLogDirs shows its progress). Per
 partition: LOG_DIR_NOT_FOUND for a path that is none of ``log.dirs``, KAFKA_STORAGE_ERROR for an offline
 directory or replica, REPLICA_NOT_AVAILABLE for a replica this broker does not host; NONE when it is already there.
+With an authorizer the request needs ALTER on the Cluster, else every partition gets CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
@@ -24,10 +26,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = nested(ctx, "AlterReplicaLogDirTopicResult")
     logs = ctx.services.replicas.logs
     by_topic: dict[str, list[Any]] = {}
+    permitted = authz.allowed(ctx, authz.Operation.ALTER, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME)
     for entry in request.dirs:
         for topic in entry.topics:
             for index in topic.partitions:
-                if logs is None:
+                if not permitted:
+                    code = ErrorCode.cluster_authorization_failed
+                elif logs is None:
                     code = ErrorCode.kafka_storage_error
                 elif not ctx.services.replicas.hosts(topic.name, index):
                     code = ErrorCode.replica_not_available

@@ -1,8 +1,12 @@
-"""ConsumerGroupDescribe (key 69), version 0: KIP-848 groups with each member's current and target assignment.
+"""ConsumerGroupDescribe (key 69), versions 0-1: KIP-848 groups with each member's current and target assignment.
+
+v1 adds each member's type (0 classic, 1 consumer: a classic member of a consumer group is one that joined with
+JoinGroup, or came with its classic group when a consumer-protocol member upgraded it).
 
 Per group: GROUP_ID_NOT_FOUND when no consumer-protocol group has that id (a classic group included, as Kafka
-answers), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as for other group APIs. Authorized operations are not
-computed (no ACLs), so the field keeps its "not requested" value.
+answers), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS as for other group APIs. With an authorizer a group needs
+DESCRIBE, else GROUP_AUTHORIZATION_FAILED. Authorized operations (when asked for) are computed only with an
+authorizer; without one the field keeps its "not requested" value.
 """
 
 from __future__ import annotations
@@ -10,12 +14,15 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.consumer_group import Partitions
+from odradek.errors import ErrorCode
 
 API_KEY = 69
 MIN_VERSION = 0
-MAX_VERSION = 0
+MAX_VERSION = 1
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -37,6 +44,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     described = []
     for group_id in request.group_ids:
         error, group = ctx.services.groups.consumer_group(group_id)
+        if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.GROUP, group_id):
+            error, group = ErrorCode.group_authorization_failed, None
         if group is None:
             described.append(
                 group_cls(
@@ -58,6 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 group_epoch=group.group_epoch,
                 assignment_epoch=group.assignment_epoch,
                 assignor_name=group.assignor_name,
+                authorized_operations=_operations(ctx, request, group_id),
                 members=tuple(
                     member_cls(
                         member_id=m.member_id,
@@ -70,9 +80,26 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         subscribed_topic_regex=m.subscribed_regex,
                         assignment=assignment(m.assigned),
                         target_assignment=assignment(group.target.get(m.member_id, {})),
+                        **typed,
                     )
                     for m in group.members.values()
+                    for typed in [_member_type(ctx, m.classic is not None)]
                 ),
             )
         )
     return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(described))
+
+
+GROUP_OPERATIONS = (authz.Operation.READ, authz.Operation.DESCRIBE, authz.Operation.DELETE,
+                    authz.Operation.DESCRIBE_CONFIGS, authz.Operation.ALTER_CONFIGS)
+
+
+def _operations(ctx: RequestContext, request: Any, group_id: str) -> int:
+    """Kafka's group operations the principal has, when asked and an authorizer decides; else "not computed"."""
+    if ctx.services.authorizer is None or not getattr(request, "include_authorized_operations", False):
+        return -2147483648
+    return authz.authorized_operations(ctx, authz.ResourceType.GROUP, group_id, GROUP_OPERATIONS)
+
+
+def _member_type(ctx: RequestContext, classic: bool) -> dict[str, int]:
+    return {"member_type": CLASSIC_MEMBER if classic else CONSUMER_MEMBER} if ctx.api_version >= 1 else {}

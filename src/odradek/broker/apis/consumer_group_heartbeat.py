@@ -14,8 +14,10 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.consumer_group import HeartbeatRequest, Partitions, TopicsSnapshot
+from odradek.errors import ErrorCode
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -27,6 +29,10 @@ def topics_snapshot(ctx: RequestContext) -> TopicsSnapshot:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
+        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+                   error_code=ErrorCode.group_authorization_failed, error_message=None, member_id=None,
+                   member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
     topics = topics_snapshot(ctx)
     names_by_id = {tid: name for name, (tid, _) in topics.items()}
     owned: Partitions | None = None

@@ -5,15 +5,18 @@ line, as Kafka's broker closes it. Served by the active controller only: it move
 leaderships to other ISR members, takes it out of ISRs, and answers with the partitions it still leads, so the
 broker retries until none remain. Any other broker answers NOT_CONTROLLER, and a stale broker epoch gets
 STALE_BROKER_EPOCH.
+With an authorizer, only a principal with CLUSTER_ACTION on the Cluster (the brokers' own, a super user as in Kafka)
+is served; anyone else gets CLUSTER_AUTHORIZATION_FAILED and nothing changes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
-from odradek.errors import KafkaError
+from odradek.errors import ErrorCode, KafkaError
 
 API_KEY = creq.CONTROLLED_SHUTDOWN
 MIN_VERSION = MAX_VERSION = creq.VERSIONS[API_KEY]
@@ -21,6 +24,8 @@ RAW = True
 
 
 async def handle(ctx: RequestContext, request: creq.ControlledShutdownRequest) -> Any:
+    if not authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        return creq.ControlledShutdownResponse(int(ErrorCode.cluster_authorization_failed))
     try:
         remaining = await ctx.services.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
     except KafkaError as exc:

@@ -5,7 +5,8 @@ has 3 partitions, which is higher than the requested 2."), UNKNOWN_TOPIC_OR_PART
 for an assignment of the wrong size or naming unknown brokers, INVALID_REQUEST for a topic named twice. New
 partitions keep the topic's replication factor and are placed by Kafka's algorithm from the next partition id.
 ``validate_only`` checks without changing anything. The answer waits within ``timeout_ms`` for the new partitions
-to reach this broker's metadata, as CreateTopics does.
+to reach this broker's metadata, as CreateTopics does. With an authorizer each topic needs ALTER, else
+TOPIC_AUTHORIZATION_FAILED ("The topic authorization is failed.", Kafka's words).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, deadline_of, fit, nested, remaining_s
 from odradek.errors import ErrorCode, KafkaError
 
@@ -32,6 +34,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             if counts[t.name] > 1:
                 raise KafkaError(ErrorCode.invalid_request, f"Duplicate topic in request: {t.name}")
+            if not authz.allowed(ctx, authz.Operation.ALTER, authz.ResourceType.TOPIC, t.name):
+                raise KafkaError(ErrorCode.topic_authorization_failed, "The topic authorization is failed.")
             record = await services.topics.topic_record(t.name)
             if record is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist.")

@@ -9,6 +9,9 @@ has a rack). ``validate_only`` runs every check and creates nothing. v5+ respons
 configs, partition count and replication factor; v7 its topic id. In a cluster the answer waits, within the
 request's ``timeout_ms``, until every new partition has a leader in this broker's metadata; past it the topic still
 exists and the code is REQUEST_TIMED_OUT; with a timeout of 0 or less it answers as soon as the topic is written.
+With an authorizer (as Kafka's KafkaApis) each topic needs CREATE on the Cluster or on the topic, else
+TOPIC_AUTHORIZATION_FAILED; without DESCRIBE_CONFIGS on it its configs are not returned (the topic config error code
+is TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, deadline_of, fit, nested, remaining_s
 from odradek.broker.topic_config import describe, validate_overrides
 from odradek.errors import ErrorCode, KafkaError
@@ -31,6 +35,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = nested(ctx, "CreatableTopicResult")
     config_cls = nested(ctx, "CreatableTopicConfigs") if ctx.api_version >= 5 else None
     counts = collections.Counter(t.name for t in request.topics)
+    names = set(counts)
+    creatable = names if authz.allowed(ctx, authz.Operation.CREATE, authz.ResourceType.CLUSTER,
+                                       authz.CLUSTER_NAME) else authz.authorized_names(
+        ctx, authz.Operation.CREATE, authz.ResourceType.TOPIC, names)
+    configs_visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE_CONFIGS, authz.ResourceType.TOPIC, names)
     results = []
     for t in request.topics:
         error, message, topic_id = ErrorCode.none, None, None
@@ -40,6 +49,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 raise KafkaError(
                     ErrorCode.invalid_request, f"Create topics request from client contains a duplicate topic {t.name}"
                 )
+            if t.name not in creatable:
+                raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
             chosen = await services.topics.check_new_topic(
@@ -50,7 +61,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not request.validate_only:
                 record = await services.topics.create_topic(t.name, chosen, configs, remaining_s(deadline))
                 topic_id = record.topic_id
-            if config_cls is not None:
+            if config_cls is not None and t.name in configs_visible:
                 described = tuple(
                     config_cls(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
@@ -63,7 +74,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         results.append(
             result_cls(
                 name=t.name, topic_id=topic_id, error_code=error, error_message=message,
-                topic_config_error_code=0, num_partitions=partitions, replication_factor=rf, configs=described,
+                topic_config_error_code=0 if t.name in configs_visible else ErrorCode.topic_authorization_failed,
+                num_partitions=partitions, replication_factor=rf, configs=described,
             )
         )
     return fit(ctx.response_class, throttle_time=NO_THROTTLE, topics=tuple(results))

@@ -8,7 +8,8 @@ DelayedDeleteRecords, a partition's answer waits, within ``timeout_ms``, until e
 has reached the requested offset and then carries that ``low_watermark``; past the timeout it is REQUEST_TIMED_OUT
 (the deletion stands). Errors per partition: OFFSET_OUT_OF_RANGE beyond the high watermark or below -1,
 POLICY_VIOLATION on a topic whose ``cleanup.policy`` lacks ``delete`` (Kafka refuses to delete records of a purely
-compacted topic), NOT_LEADER_OR_FOLLOWER elsewhere, UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
+compacted topic), NOT_LEADER_OR_FOLLOWER elsewhere, UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist;
+with an authorizer, TOPIC_AUTHORIZATION_FAILED for topics the principal may not DELETE.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, deadline_of, fit, nested
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
@@ -45,10 +47,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = nested(ctx, "DeleteRecordsTopicResult")
     # (topic, index) -> [error, low watermark, the partition still to wait for, the offset it must reach]
     results: dict[tuple[str, int], list[Any]] = {}
+    deletable = authz.authorized_names(ctx, authz.Operation.DELETE, authz.ResourceType.TOPIC,
+                                       (t.name for t in request.topics))
     for topic in request.topics:
         for p in topic.partitions:
             key = (topic.name, p.partition_index)
             try:
+                if topic.name not in deletable:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 part = ctx.services.replicas.leader_partition(topic.name, p.partition_index)
                 target = _delete(part, p.offset)
                 results[key] = [ErrorCode.none, -1, part, target]

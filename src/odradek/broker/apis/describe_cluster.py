@@ -1,14 +1,17 @@
 """DescribeCluster (key 60), versions 0-2.
 
 The live brokers, the cluster id and the controller, as the admin client's describeCluster shows them. Brokers
-are never fenced here (fencing is KRaft's); authorized operations are not computed (-2147483648). Like Metadata,
-only brokers with an endpoint on the client's listener are listed, at that endpoint's address.
+are never fenced here (fencing is KRaft's). Like Metadata, only brokers with an endpoint on the client's listener are
+listed, at that endpoint's address. Authorized operations are computed only with an authorizer, when asked
+(``include_cluster_authorized_operations``): the Cluster operations the principal has, 0 without DESCRIBE on it, as
+Kafka; otherwise -2147483648.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
@@ -27,5 +30,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return fit(
         ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
         endpoint_type=1, cluster_id=cache.cluster_id, controller_id=cache.controller_id, brokers=brokers,
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=_operations(ctx, request),
     )
+
+
+CLUSTER_OPERATIONS = (authz.Operation.CREATE, authz.Operation.CLUSTER_ACTION, authz.Operation.DESCRIBE_CONFIGS,
+                      authz.Operation.ALTER_CONFIGS, authz.Operation.IDEMPOTENT_WRITE, authz.Operation.ALTER,
+                      authz.Operation.DESCRIBE)
+
+
+def _operations(ctx: RequestContext, request: Any) -> int:
+    if ctx.services.authorizer is None or not request.include_cluster_authorized_operations:
+        return -2147483648
+    if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        return 0
+    return authz.authorized_operations(ctx, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME, CLUSTER_OPERATIONS)

@@ -5,12 +5,15 @@ the topic's overrides, STATIC_BROKER_CONFIG when the broker's synonym sets it, D
 ``include_synonyms`` the chain behind the value; v3+ its type, and documentation when asked. Broker resources
 (type 4, the broker id as name) list the broker's static configuration. A requested subset of keys is honoured.
 Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; another broker's id or an unsupported resource type, INVALID_REQUEST.
+With an authorizer, a topic needs DESCRIBE_CONFIGS on it (else TOPIC_AUTHORIZATION_FAILED), a broker DESCRIBE_CONFIGS
+on the Cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka's ConfigHelper checks them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.config import BROKER_DEFAULTS
 from odradek.broker.topic_config import describe, validate_overrides
@@ -35,6 +38,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error, message, configs = ErrorCode.none, None, ()
         keys = set(res.configuration_keys) if res.configuration_keys else None
         try:
+            refusal = authz.config_refusal(ctx, authz.Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+            if refusal is not None:
+                raise refusal
             if res.resource_type == TOPIC:
                 record = await services.topics.topic_record(res.resource_name)
                 if record is None:

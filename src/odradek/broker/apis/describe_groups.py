@@ -3,8 +3,8 @@
 Member metadata and assignments are included only while the group is Stable, as Kafka does. An unknown group
 is reported as Dead with no members and no error up to v5; v6 answers GROUP_ID_NOT_FOUND for it (KIP-1043).
 With
-``include_authorized_operations`` (v3+) the answer lists READ, DESCRIBE and DELETE, all a group supports:
-odradek has no authorizer, so everything is allowed.
+``include_authorized_operations`` (v3+) the answer lists which of READ, DESCRIBE and DELETE the principal may do
+(all of them without an authorizer). With an authorizer a group needs DESCRIBE, else GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
@@ -31,6 +32,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     described = []
     for group_id in request.groups:
+        if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.GROUP, group_id):
+            described.append(group_cls(error_code=ErrorCode.group_authorization_failed, error_message=None,
+                                       group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                                       members=(), authorized_operations=_OPERATIONS_NOT_REQUESTED))
+            continue
         error, summary = ctx.services.groups.describe_group(group_id)
         message = None
         if summary is None:
@@ -59,7 +65,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=protocol_type,
                 protocol_data=protocol,
                 members=members,
-                authorized_operations=operations,
+                authorized_operations=_operations(ctx, group_id, operations),
             )
         )
     return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(described))
+
+
+def _operations(ctx: RequestContext, group_id: str, requested: int) -> int:
+    if requested == _OPERATIONS_NOT_REQUESTED or ctx.services.authorizer is None:
+        return requested
+    return authz.authorized_operations(ctx, authz.ResourceType.GROUP, group_id,
+                                       (authz.Operation.READ, authz.Operation.DELETE, authz.Operation.DESCRIBE))

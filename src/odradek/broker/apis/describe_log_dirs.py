@@ -5,13 +5,15 @@ offset lag, and the future logs of replicas moving into it with ``is_future_key`
 KAFKA_STORAGE_ERROR and no partitions, as Kafka's ReplicaManager.describeLogDirs answers. The lag of a current log
 is how far its log end offset is behind the high watermark (Kafka's getLogEndOffsetLag; 0 for a leader), that of a
 future log how far it is behind the current log. Version 4 adds the directory's total and usable bytes. ``topics``
-null asks for every partition. The request-wide error code is always NONE (no authorizer).
+null asks for every partition. With an authorizer the request needs DESCRIBE on the Cluster, else the request-wide
+error code (v3+) is CLUSTER_AUTHORIZATION_FAILED and no directory is listed, as Kafka answers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode
 from odradek.placement.model import TopicPartition
@@ -32,6 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = nested(ctx, "DescribeLogDirsTopic")
     result_cls = nested(ctx, "DescribeLogDirsResult")
     logs = ctx.services.replicas.logs
+    if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                   results=())
     wanted = _wanted(request)
     results = []
     for state in logs.describe() if logs is not None else []:

@@ -3,13 +3,15 @@
 For each requested partition this broker leads: the producers its log knows (id, epoch, last sequence, last
 timestamp, the coordinator epoch of their last marker, and the first offset of their open transaction or -1), from
 the partition's producer state, as Kafka's ``kafka-transactions.sh describe-producers`` shows them. A partition led
-elsewhere is NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION.
+elsewhere is NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION; with an authorizer, a topic the
+principal may not READ is TOPIC_AUTHORIZATION_FAILED (as Kafka's KafkaApis).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode, KafkaError
 
@@ -23,10 +25,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     partition_cls = nested(ctx, "PartitionResponse")
     topic_cls = nested(ctx, "TopicResponse")
     topics = []
+    readable = authz.authorized_names(ctx, authz.Operation.READ, authz.ResourceType.TOPIC,
+                                      (t.name for t in request.topics))
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
             try:
+                if topic.name not in readable:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 part = ctx.services.replicas.leader_partition(topic.name, index)
             except KafkaError as exc:
                 partitions.append(partition_cls(partition_index=index, error_code=exc.code,

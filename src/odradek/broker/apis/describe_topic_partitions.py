@@ -7,7 +7,9 @@ first partition); at most ``response_partition_limit`` partitions (capped at Kaf
 request should start when more remain. A cursor naming a topic the request does not list is INVALID_REQUEST, as in
 Kafka. Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; nothing is auto-created. Eligible leader replicas (KIP-966's
 ELR) do not exist here: empty lists, as Kafka with ELR disabled answers. Without an authorizer, as Kafka, every
-topic operation is authorized.
+topic operation is authorized; with one, topics the principal may not DESCRIBE are left out of an all-topics answer
+and answered TOPIC_AUTHORIZATION_FAILED (after the others, without their id) when named, and each topic's authorized
+operations are those the principal has.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
@@ -33,6 +36,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_cls = nested(ctx, "DescribeTopicPartitionsResponseTopic")
     cursor_cls = nested(ctx, "Cursor")
     names = sorted({t.name for t in request.topics}) if request.topics else sorted(cache.topics)
+    refused: list[str] = []
+    if ctx.services.authorizer is not None:
+        visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC, names)
+        refused = [n for n in names if n not in visible] if request.topics else []
+        names = [n for n in names if n in visible]
     cursor = request.cursor
     first_partition = 0
     if cursor is not None:
@@ -52,7 +60,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if meta is None:
             topics.append(topic_cls(error_code=ErrorCode.unknown_topic_or_partition, name=name,
                                     topic_id=uuid.UUID(int=0), is_internal=False, partitions=(),
-                                    topic_authorized_operations=TOPIC_OPERATIONS))
+                                    topic_authorized_operations=_operations(ctx, name)))
             continue
         start = first_partition if cursor is not None and name == cursor.topic_name else 0
         indexes = sorted(i for i in meta.partitions if i >= start)
@@ -72,8 +80,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 offline_replicas=tuple(r for r in p.replicas if r not in live)))
         topics.append(topic_cls(error_code=ErrorCode.none, name=name, topic_id=meta.topic_id,
                                 is_internal=meta.internal, partitions=tuple(partitions),
-                                topic_authorized_operations=TOPIC_OPERATIONS))
+                                topic_authorized_operations=_operations(ctx, name)))
         if rest:
             next_cursor = cursor_cls(topic_name=name, partition_index=rest[0])
             break
+    topics.extend(topic_cls(error_code=ErrorCode.topic_authorization_failed, name=name, topic_id=uuid.UUID(int=0),
+                            is_internal=False, partitions=(), topic_authorized_operations=0) for name in refused)
     return fit(ctx.response_class, throttle_time=NO_THROTTLE, topics=tuple(topics), next_cursor=next_cursor)
+
+
+def _operations(ctx: RequestContext, name: str) -> int:
+    if ctx.services.authorizer is None:
+        return TOPIC_OPERATIONS
+    return authz.authorized_operations(ctx, authz.ResourceType.TOPIC, name,
+                                       (authz.Operation(op) for op in (3, 4, 5, 6, 7, 8, 10, 11)))

@@ -4,7 +4,8 @@ For each transactional id this broker coordinates: its state (Kafka's names: Emp
 producer id and epoch, timeout, start time (-1 in state Empty, as Kafka sends it) and the partitions still in the
 transaction.
 Ids of partitions coordinated elsewhere are NOT_COORDINATOR, of partitions being loaded COORDINATOR_LOAD_IN_PROGRESS,
-unknown (or expiring) ids TRANSACTIONAL_ID_NOT_FOUND, an empty id INVALID_REQUEST.
+unknown (or expiring) ids TRANSACTIONAL_ID_NOT_FOUND, an empty id INVALID_REQUEST. With an authorizer an id needs
+DESCRIBE (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and only the topics the principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.errors import ErrorCode
 
 API_KEY = 65
 MIN_VERSION = 0
@@ -26,6 +29,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     states = []
     for tid in request.transactional_ids:
         error, meta = coordinator.describe(tid)
+        if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TRANSACTIONAL_ID, tid):
+            error, meta = ErrorCode.transactional_id_authorization_failed, None
         if meta is None:
             # Kafka leaves the other fields at their schema defaults: "" and zeros
             states.append(state_cls(error_code=error, transactional_id=tid, transaction_state="",
@@ -33,7 +38,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                     producer_id=0, producer_epoch=0, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
-        for tp in sorted(meta.partitions):
+        visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
+                                         (tp.topic for tp in meta.partitions), filtering=True)
+        for tp in sorted(p for p in meta.partitions if p.topic in visible):
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         states.append(state_cls(
             error_code=error, transactional_id=tid, transaction_state=meta.state.kafka_name,

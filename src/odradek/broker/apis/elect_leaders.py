@@ -4,13 +4,16 @@ Preferred (0) or unclean (1) leader election for the named partitions (all parti
 the active controller; any other broker answers NOT_CONTROLLER at the top level (v1+) or per partition (v0), and
 clients retry against the controller their metadata names. Per partition: ELECTION_NOT_NEEDED when the preferred
 replica already leads, PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies,
-UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist.
+UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist. With an authorizer the request needs ALTER on the
+Cluster, else CLUSTER_AUTHORIZATION_FAILED at the top level and for every partition (every known one for a null
+list), as Kafka answers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode, KafkaError
 
@@ -29,7 +32,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     top_error = ErrorCode.none
     outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     controller = ctx.services.controller
-    if not controller.is_active:
+    if not authz.allowed(ctx, authz.Operation.ALTER, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        top_error = ErrorCode.cluster_authorization_failed
+        if wanted is None:
+            wanted = [(t.name, p) for t in ctx.services.metadata.topics.values() for p in t.partitions]
+        for tp in wanted:
+            outcomes[tp] = (top_error, None)
+    elif not controller.is_active:
         top_error = ErrorCode.not_controller
         for tp in wanted or []:
             outcomes[tp] = (ErrorCode.not_controller, None)

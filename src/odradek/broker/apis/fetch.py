@@ -19,6 +19,10 @@ Client quotas (``consumer_byte_rate``) apply to consumers, never to followers, a
 consumer's ``max_bytes`` is capped at what its quota allows in the whole window, the response's size is recorded,
 and a response that takes the client over its quota is replaced by an empty one carrying the throttle time (the
 recording taken back: the data was not sent); the connection is then muted that long (KIP-219).
+
+With an authorizer (as Kafka's KafkaApis): a follower's fetch needs CLUSTER_ACTION on the Cluster, else every
+partition gets TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else its partitions get
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import asyncio
 import uuid
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
@@ -64,6 +69,9 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             meta = services.metadata.topics.get(name)
             topic_id = meta.topic_id if meta is not None else uuid.UUID(int=0)
         wanted.append((name, topic_id, list(t.partitions)))
+    refused: list[tuple[str, uuid.UUID, list[Any]]] = []
+    if services.authorizer is not None:
+        wanted, refused = _authorized(ctx, replica_id, wanted)
 
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes, min_bytes = request.max_bytes, request.min_bytes
@@ -96,6 +104,9 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     p.remove_data_waiter(woken)
                 else:
                     p.remove_visible_waiter(woken)
+    for name, topic_id, partitions in refused:
+        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed))
+                                        for p in partitions]))
     for topic_id, partitions in unknown_ids:
         topics.append(
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
@@ -111,6 +122,16 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                 if result.size:
                     services.stats.sent(name, result.size)
     return Encoded(encoded)
+
+
+def _authorized(ctx: RequestContext, replica_id: int, wanted: list[tuple[str, uuid.UUID, list[Any]]],
+                ) -> tuple[list[tuple[str, uuid.UUID, list[Any]]], list[tuple[str, uuid.UUID, list[Any]]]]:
+    if replica_id >= 0:
+        if authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+            return wanted, []
+        return [], wanted
+    return authz.partition_by_authorized(ctx, authz.Operation.READ, authz.ResourceType.TOPIC, wanted,
+                                         lambda w: w[0])
 
 
 def _read_all(

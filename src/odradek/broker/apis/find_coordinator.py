@@ -7,7 +7,8 @@ id's partition of ``__transaction_state`` (``abs(javaHash(id)) % transaction.sta
 internal topic (``ensure_offsets_topic`` / ``ensure_transaction_state_topic``), so clients see a coordinator on
 their first try instead of COORDINATOR_NOT_AVAILABLE retries; a partition without a live leader is
 COORDINATOR_NOT_AVAILABLE. v0-v3 look up one key; v4+ batch ``coordinator_keys`` and answer each key on its own.
-Any other key type gets INVALID_REQUEST, as in Kafka.
+Any other key type gets INVALID_REQUEST, as in Kafka. With an authorizer a group key needs DESCRIBE on the group
+(else GROUP_AUTHORIZATION_FAILED), a transactional id DESCRIBE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.txn.config import TRANSACTION_STATE_TOPIC
@@ -82,7 +84,11 @@ async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_An
             log.warning("cannot create %s: %s", topic, exc)
             return [_error(ErrorCode.coordinator_not_available, str(exc)) for _ in keys]
     answers: list[_Answer] = []
+    resource_type = authz.ResourceType.GROUP if key_type == KEY_TYPE_GROUP else authz.ResourceType.TRANSACTIONAL_ID
     for key in keys:
+        if not authz.allowed(ctx, authz.Operation.DESCRIBE, resource_type, key):
+            answers.append(_error(authz.ERROR_OF[resource_type]))
+            continue
         leader = services.metadata.leader_for(topic, partition_for(key))
         # the coordinator's address on the listener the client came through, as Kafka answers it
         endpoint = services.metadata.endpoint_on(leader, ctx.listener) if leader is not None else None

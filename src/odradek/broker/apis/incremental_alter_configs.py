@@ -3,7 +3,9 @@
 Changes a topic's config overrides: SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT (3) for
 list-valued configs such as ``cleanup.policy``. The whole change for a resource is validated first and applied only
 if every entry is valid (INVALID_CONFIG otherwise), so a topic never ends half-altered; ``validate_only`` stops
-there. Broker resources are static in odradek: INVALID_REQUEST. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION.
+there. Broker resources are static in odradek: INVALID_REQUEST. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION. With an
+authorizer, a topic needs ALTER_CONFIGS on it (else TOPIC_AUTHORIZATION_FAILED), a broker ALTER_CONFIGS on the
+Cluster (else CLUSTER_AUTHORIZATION_FAILED), a group on the group, as Kafka checks them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.topic_config import CONFIG_DEFS, ConfigType, validate_overrides
 from odradek.errors import ErrorCode, KafkaError
@@ -72,6 +75,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for res in request.resources:
         error, message = ErrorCode.none, None
         try:
+            refusal = authz.config_refusal(ctx, authz.Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
+            if refusal is not None:
+                raise refusal
             if res.resource_type == BROKER:
                 raise KafkaError(ErrorCode.invalid_request, "broker configs are static in odradek")
             if res.resource_type != TOPIC:

@@ -13,12 +13,17 @@ a new producer id. A KIP-360 client (v3+) sending its producer id and epoch reco
 again for a retried bump) unless another producer took over: PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). A
 timeout beyond ``transaction.max.timeout.ms`` (or not positive) is INVALID_TRANSACTION_TIMEOUT; an empty id
 INVALID_REQUEST; a producer id without an epoch (or the reverse) INVALID_REQUEST.
+
+With an authorizer (as Kafka's KafkaApis): a transactional id needs WRITE (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on the Cluster or WRITE on at
+least one topic (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit
 from odradek.broker.txn.decisions import to_client_error
 from odradek.errors import ErrorCode
@@ -29,6 +34,10 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.services.authorizer is not None:
+        refused = _refusal(ctx, request.transactional_id)
+        if refused is not None:
+            return _answer(ctx, refused, -1, -1)
     pid = getattr(request, "producer_id", -1)
     epoch = getattr(request, "producer_epoch", -1)
     if request.transactional_id is not None:
@@ -40,6 +49,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             request.transactional_id, timeout_ms, expected)
         return _answer(ctx, to_client_error(error, ctx.api_version >= 4), new_pid, new_epoch)
     return _answer(ctx, ErrorCode.none, await ctx.services.producer_ids.next_id(), 0)
+
+
+def _refusal(ctx: RequestContext, transactional_id: str | None) -> ErrorCode | None:
+    """Kafka's checks: WRITE on the transactional id; for an idempotent producer, IDEMPOTENT_WRITE on the Cluster
+    or WRITE on at least one topic (KIP-679)."""
+    if transactional_id is not None:
+        if authz.allowed(ctx, authz.Operation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return ErrorCode.transactional_id_authorization_failed
+    if authz.allowed(ctx, authz.Operation.IDEMPOTENT_WRITE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME) or \
+            authz.allowed_any_of_type(ctx, authz.Operation.WRITE, authz.ResourceType.TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
 
 
 def _answer(ctx: RequestContext, error: ErrorCode, pid: int, epoch: int) -> Any:

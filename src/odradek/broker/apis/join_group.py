@@ -4,7 +4,11 @@ The answer waits until the group's rebalance completes (initial delay, every mem
 timeout), as in Kafka. v0 has no rebalance timeout, so the session timeout serves as one. From v4 a member
 without an id first gets MEMBER_ID_REQUIRED with its id (KIP-394). v5 adds group.instance.id (static
 membership), v7 the protocol type in the answer, v9 skip_assignment for a static leader that rejoins a stable
-group (KIP-814).
+group (KIP-814). With an authorizer the group needs READ, else GROUP_AUTHORIZATION_FAILED.
+
+In a KIP-848 consumer group (one a consumer-protocol member upgraded, or one it created) the consumer group
+serves the classic member: its subscription comes from the ConsumerProtocol metadata, the answer is immediate,
+with the member epoch as generation and no leader, and a rejoin reconciles it against the partitions it owns.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
+from odradek.errors import ErrorCode
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -23,6 +29,11 @@ _MS = datetime.timedelta(milliseconds=1)
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
+    if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
+        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+                   error_code=ErrorCode.group_authorization_failed, generation_id=-1, protocol_type=None,
+                   protocol_name=None if version >= 7 else "", leader="", skip_assignment=False, member_id="",
+                   members=())
     session_timeout_ms = request.session_timeout // _MS
     rebalance_timeout_ms = request.rebalance_timeout // _MS if version >= 1 else session_timeout_ms
     result = await ctx.services.groups.join_group(

@@ -1,7 +1,9 @@
 """LeaveGroup (key 13), versions 0-5: members leave at once instead of waiting out their session.
 
-v0-v2 name one member; its error is the response's error. v3+ batch members, each identified by member id or,
-for static members, by group.instance.id (KIP-345), with one error per member.
+v0-v2 name one member; its error is the response's error. v3+ batch members, each identified by member id or, for
+static members, by group.instance.id (KIP-345), with one error per member. With an authorizer the group needs READ,
+else GROUP_AUTHORIZATION_FAILED (and no member leaves). Classic members of a
+KIP-848 consumer group leave it the same way (the group epoch moves).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
@@ -18,6 +21,9 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
+        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+                   error_code=ErrorCode.group_authorization_failed, members=())
     if ctx.api_version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

@@ -3,6 +3,8 @@
 Only groups of loaded ``__consumer_offsets`` partitions are listed (admin clients ask every broker and merge);
 while a partition is still loading the error is COORDINATOR_LOAD_IN_PROGRESS with what is known so far. v4
 adds a state filter (case-insensitive), v5 a type filter: "classic" groups and KIP-848 "consumer" groups.
+With an authorizer, DESCRIBE on the Cluster lists every group, as Kafka does; otherwise only the groups the
+principal may DESCRIBE are listed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 
 API_KEY = 16
@@ -21,6 +24,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error, groups = ctx.services.groups.list_groups(
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
+    if ctx.services.authorizer is not None and not authz.allowed(
+            ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.GROUP,
+                                         (g.group_id for g in groups), filtering=True)
+        groups = [g for g in groups if g.group_id in visible]
     listed = nested(ctx, "ListedGroup")
     return fit(
         ctx.response_class,

@@ -9,13 +9,15 @@ finds the first batch whose max timestamp is at or after it, answering offset -1
 (replica id >= 0) read up to the log end. Leader epoch checks give FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
 A leader whose high watermark has not yet reached the start of its epoch (just after a failover) answers a client's
 "latest", or a timestamp look-up that would land at or past the high watermark, with OFFSET_NOT_AVAILABLE (KIP-207),
-so an offset a client was shown never appears to move backwards.
+so an offset a client was shown never appears to move backwards. With an authorizer, each topic needs DESCRIBE, else
+its partitions get TOPIC_AUTHORIZATION_FAILED (as Kafka's KafkaApis).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode, KafkaError
 
@@ -33,11 +35,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topic_response = nested(ctx, "ListOffsetsTopicResponse")
     committed = request.replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
+    allowed = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
+                                     (t.name for t in request.topics))
     for t in request.topics:
         parts = []
         for p in t.partitions:
             error, offset, timestamp, epoch = ErrorCode.none, -1, -1, -1
             try:
+                if t.name not in allowed:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 epoch = getattr(p, "current_leader_epoch", -1)
                 part = services.replicas.leader_partition(t.name, p.partition_index, epoch)
                 plog = part.log

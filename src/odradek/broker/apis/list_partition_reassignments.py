@@ -1,13 +1,15 @@
 """ListPartitionReassignments (key 46), version 0.
 
 The reassignments in progress on the active controller (all, or those of the named partitions), each with its full
-replica set and the replicas being added and removed. Non-controllers answer NOT_CONTROLLER.
+replica set and the replicas being added and removed. Non-controllers answer NOT_CONTROLLER. With an authorizer
+the request needs DESCRIBE on the Cluster, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode, KafkaError
 
@@ -25,7 +27,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error, message = ErrorCode.none, None
     states: dict[Any, Any] = {}
     controller = ctx.services.controller
-    if not controller.is_active:
+    if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        error = ErrorCode.cluster_authorization_failed
+    elif not controller.is_active:
         error = ErrorCode.not_controller
     else:
         try:

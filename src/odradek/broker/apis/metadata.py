@@ -6,6 +6,12 @@ it (always before v4) and ``auto.create.topics.enable`` is true, otherwise UNKNO
 names get INVALID_TOPIC_EXCEPTION. v10+ topics can be named by id. The response is hand-encoded; the all-topics
 answer is cached per metadata version so clients polling metadata cost one dictionary lookup.
 
+With an authorizer (as Kafka's KafkaApis): topics the principal may not DESCRIBE are left out of an all-topics
+answer and answered TOPIC_AUTHORIZATION_FAILED when named (without their id; by id, with the id but no name),
+never disclosing whether they exist; auto-creating a topic needs CREATE on the Cluster or on the topic, else
+TOPIC_AUTHORIZATION_FAILED. The all-topics cache is then not used (answers differ per principal), and the v8+
+authorized-operations fields are computed when asked for (without an authorizer they stay "not computed").
+
 The brokers are those with an endpoint on the listener the client came through, at that endpoint's address (Kafka
 leaves the others out); a partition whose live leader has no such endpoint has no leader here and answers
 LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE, as Kafka's metadata cache does.
@@ -17,6 +23,7 @@ import logging
 import weakref
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.metadata import MetadataCache, TopicMeta
 from odradek.broker.topics import validate_topic_name
@@ -28,6 +35,12 @@ MIN_VERSION = 0
 MAX_VERSION = 13
 
 log = logging.getLogger(__name__)
+_O = authz.Operation
+TOPIC_OPERATIONS = (_O.READ, _O.WRITE, _O.CREATE, _O.DELETE, _O.ALTER, _O.DESCRIBE, _O.DESCRIBE_CONFIGS,
+                    _O.ALTER_CONFIGS)
+"""What Kafka's AclEntry.supportedOperations lists for a topic (and, below, for the Cluster)."""
+CLUSTER_OPERATIONS = (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.IDEMPOTENT_WRITE,
+                      _O.ALTER, _O.DESCRIBE)
 # Encoded all-topics answers per metadata cache (weakly: a stopped broker's cache takes its answers with it; keyed by
 # id() they could be served by a later broker whose cache was allocated at the same address), then per
 # (request version, cache version).
@@ -58,7 +71,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
     key = (version, cache.version, ctx.listener)
-    answers = _answers.setdefault(cache, {})
+    checked = services.authorizer is not None
+    answers = _answers.setdefault(cache, {}) if not checked else {}
     if all_topics and key in answers:
         return answers[key]
     live = set(cache.brokers)
@@ -66,7 +80,12 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     reachable = {b.broker_id for b in on_listener}
     entries: list[MetadataTopic] = []
     if all_topics:
-        entries = [topic_entry(t, live, reachable, version) for t in cache.topics.values()]
+        metas = list(cache.topics.values())
+        if checked:
+            visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
+                                             (t.name for t in metas), filtering=True)
+            metas = [t for t in metas if t.name in visible]
+        entries = [topic_entry(t, live, reachable, version) for t in metas]
     else:
         allow_create = (
             getattr(request, "allow_auto_topic_creation", True) and services.config["auto.create.topics.enable"]
@@ -78,10 +97,19 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                 meta = cache.topic_by_id(topic_id)
                 if meta is None:
                     entries.append(MetadataTopic(None, topic_id, [], error_code=int(ErrorCode.unknown_topic_id)))
+                elif checked and not _describable(ctx, meta.name):
+                    entries.append(MetadataTopic(None, topic_id, [],
+                                                 error_code=int(ErrorCode.topic_authorization_failed)))
                 else:
                     entries.append(topic_entry(meta, live, reachable, version))
                 continue
+            if checked and not _describable(ctx, name):
+                entries.append(MetadataTopic(name, None, [], error_code=int(ErrorCode.topic_authorization_failed)))
+                continue
             meta = cache.topics.get(name)
+            if meta is None and allow_create and checked and not _may_create(ctx, name):
+                entries.append(MetadataTopic(name, None, [], error_code=int(ErrorCode.topic_authorization_failed)))
+                continue
             if meta is None and allow_create:
                 meta = await _auto_create(ctx, name)
             if meta is None:
@@ -94,12 +122,33 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             else:
                 entries.append(topic_entry(meta, live, reachable, version))
     brokers = [(b.broker_id, b.host, b.port, b.rack) for b in on_listener]
-    encoded = Encoded(encode_metadata_response(version, brokers, cache.cluster_id, cache.controller_id, entries))
+    cluster_operations = -2147483648
+    if checked and version >= 8:
+        if getattr(request, "include_topic_authorized_operations", False):
+            for entry in entries:
+                if entry.error_code == ErrorCode.none and entry.name is not None:
+                    entry.authorized_operations = authz.authorized_operations(
+                        ctx, authz.ResourceType.TOPIC, entry.name, TOPIC_OPERATIONS)
+        if getattr(request, "include_cluster_authorized_operations", False):
+            cluster_operations = authz.authorized_operations(
+                ctx, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME, CLUSTER_OPERATIONS) if authz.allowed(
+                ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME) else 0
+    encoded = Encoded(encode_metadata_response(version, brokers, cache.cluster_id, cache.controller_id, entries,
+                                               cluster_authorized_operations=cluster_operations))
     if all_topics:
         if len(answers) > 16:
             answers.clear()
         answers[key] = encoded
     return encoded
+
+
+def _describable(ctx: RequestContext, name: str) -> bool:
+    return authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC, name)
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    return (authz.allowed(ctx, authz.Operation.CREATE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME)
+            or authz.allowed(ctx, authz.Operation.CREATE, authz.ResourceType.TOPIC, name))
 
 
 async def _auto_create(ctx: RequestContext, name: str) -> TopicMeta | None:

@@ -7,6 +7,9 @@ consumer using Kafka only for storage. The answer comes once the offsets are com
 ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE. v2-v4's retention_time is ignored (Kafka 2.1+
 ignores it too for new commits; offsets expire by ``offsets.retention.minutes``). v6 adds the leader epoch, v7
 group.instance.id. v10 (topic ids) is not served: the broker's metadata is looked up by topic name.
+
+With an authorizer (as Kafka's KafkaApis): the group needs READ, else every partition gets
+GROUP_AUTHORIZATION_FAILED; each topic needs READ, else its partitions get TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.results import OffsetCommit
 from odradek.errors import ErrorCode
@@ -25,6 +29,10 @@ MAX_VERSION = 9
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    refused = refused_commit(ctx, request.group_id, None, request.topics)
+    if refused is not None:
+        return commit_response(ctx, request.topics, refused, "OffsetCommitResponseTopic",
+                               "OffsetCommitResponsePartition")
     commits, errors = requested_commits(ctx, request.topics)
     if commits:
         errors.update(
@@ -39,19 +47,40 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return commit_response(ctx, request.topics, errors, "OffsetCommitResponseTopic", "OffsetCommitResponsePartition")
 
 
+def refused_commit(ctx: RequestContext, group_id: str, transactional_id: str | None,
+                   topics: Any) -> dict[TopicPartition, ErrorCode] | None:
+    """The whole request's refusal, one error per partition, when the principal may not write for the
+    transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or read the group (GROUP_AUTHORIZATION_FAILED)."""
+    if ctx.services.authorizer is None:
+        return None
+    code = None
+    if transactional_id is not None and not authz.allowed(ctx, authz.Operation.WRITE,
+                                                           authz.ResourceType.TRANSACTIONAL_ID, transactional_id):
+        code = ErrorCode.transactional_id_authorization_failed
+    elif not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, group_id):
+        code = ErrorCode.group_authorization_failed
+    if code is None:
+        return None
+    return {TopicPartition(t.name, p.partition_index): code for t in topics for p in t.partitions}
+
+
 def requested_commits(
     ctx: RequestContext, topics: Any
 ) -> tuple[dict[TopicPartition, OffsetCommit], dict[TopicPartition, ErrorCode]]:
-    """The offsets to commit, and UNKNOWN_TOPIC_OR_PARTITION for partitions the metadata does not have (Kafka checks
-    its metadata cache before the coordinator sees a commit, plain or transactional)."""
+    """The offsets to commit, and TOPIC_AUTHORIZATION_FAILED for topics the principal may not READ, then
+    UNKNOWN_TOPIC_OR_PARTITION for partitions the metadata does not have (Kafka checks both before the coordinator
+    sees a commit, plain or transactional)."""
     metadata = ctx.services.metadata
     errors: dict[TopicPartition, ErrorCode] = {}
     commits: dict[TopicPartition, OffsetCommit] = {}
+    readable = authz.authorized_names(ctx, authz.Operation.READ, authz.ResourceType.TOPIC, (t.name for t in topics))
     for topic in topics:
         count = metadata.partition_count(topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
-            if count is None or not 0 <= p.partition_index < count:
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.topic_authorization_failed
+            elif count is None or not 0 <= p.partition_index < count:
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 commits[tp] = OffsetCommit(

@@ -8,6 +8,10 @@ partition whose offset may still change — a transaction committed offsets for 
 or a plain commit is in flight — gets UNSTABLE_OFFSET_COMMIT (offset -1) and the client retries, as Kafka
 answers; without it the last visible offset is returned. A request for all partitions is never unstable (Kafka
 checks only the partitions named). v10 (topic ids) is not served.
+
+With an authorizer (as Kafka's KafkaApis): a group needs DESCRIBE (else GROUP_AUTHORIZATION_FAILED for that group);
+offsets of topics the principal may not DESCRIBE are left out of an all-partitions answer, and named ones get
+TOPIC_AUTHORIZATION_FAILED (offset -1) without the coordinator being asked.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.schema import OffsetValue
 from odradek.errors import ErrorCode
@@ -55,6 +60,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _fetch(ctx: RequestContext, group_id: str, requested: Any, require_stable: bool) -> _GroupAnswer:
     """Ask the coordinator; keep the request's topic order, or the committed order when all were asked for."""
+    if ctx.services.authorizer is not None:
+        if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.GROUP, group_id):
+            return ErrorCode.group_authorization_failed, [
+                (t.name, [(p, None, ErrorCode.group_authorization_failed) for p in t.partition_indexes])
+                for t in requested or ()]
+        error, topics = _fetch_checked(ctx, group_id, requested, require_stable)
+        visible = authz.authorized_names(ctx, authz.Operation.DESCRIBE, authz.ResourceType.TOPIC,
+                                         (name for name, _ in topics))
+        answered = [(name, parts) for name, parts in topics if name in visible]
+        if requested is not None:
+            answered += [(name, [(p, None, ErrorCode.topic_authorization_failed) for p, _, _ in parts])
+                         for name, parts in topics if name not in visible]
+        return error, answered
+    return _fetch_checked(ctx, group_id, requested, require_stable)
+
+
+def _fetch_checked(ctx: RequestContext, group_id: str, requested: Any, require_stable: bool) -> _GroupAnswer:
     wanted = None if requested is None else [TopicPartition(t.name, p) for t in requested for p in t.partition_indexes]
     error, offsets = ctx.services.groups.fetch_offsets(group_id, wanted)
     unstable = (

@@ -20,6 +20,11 @@ open transaction writes only transactional batches (INVALID_TXN_STATE).
 Client quotas (``producer_byte_rate``): once the request is done, its size is recorded against the client's quota
 as Kafka's KafkaApis does; over it, the response carries the throttle time and the connection is muted that long
 (KIP-219), acks=0 included.
+
+With an authorizer (as Kafka's KafkaApis): a request carrying transactional batches needs WRITE on its
+transactional id, else every partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its
+partitions get TOPIC_AUTHORIZATION_FAILED, before any other check. (Idempotent producers are checked when they ask
+for a producer id, InitProducerId, as Kafka has done since 2.8; Produce itself does not check IDEMPOTENT_WRITE.)
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.replica import Partition
 from odradek.broker.topics import INTERNAL_TOPICS
@@ -61,6 +67,16 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
     timeout_s = request.timeout.total_seconds()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
     pending: list[_Pending] = []
+    denied: set[str] = set()
+    if services.authorizer is not None:
+        if not _transactional_id_authorized(ctx, request):
+            if acks == 0:
+                return None
+            return Encoded(encode_produce_response(ctx.api_version, [
+                (t.name, [ProducePartitionResult(p.index, int(ErrorCode.transactional_id_authorization_failed))
+                          for p in t.partition_data]) for t in request.topic_data]))
+        names = {t.name for t in request.topic_data}
+        denied = names - authz.authorized_names(ctx, authz.Operation.WRITE, authz.ResourceType.TOPIC, names)
     for topic in request.topic_data:
         parts: list[ProducePartitionResult] = []
         results.append((topic.name, parts))
@@ -69,6 +85,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
             parts.append(result)
             item = _Pending(topic.name, pdata, result)
             try:
+                if denied and topic.name in denied:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.invalid_required_acks)
                 if topic.name in INTERNAL_TOPICS:
@@ -125,8 +143,19 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
 def _refuse(result: ProducePartitionResult, topic: str, index: int, exc: KafkaError) -> None:
     result.error_code = int(exc.code)
     result.error_message = exc.message
-    if exc.code not in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
+    if exc.code not in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
+                        ErrorCode.topic_authorization_failed):
         log.info("produce to %s-%d refused: %s", topic, index, exc)
+
+
+def _transactional_id_authorized(ctx: RequestContext, request: Any) -> bool:
+    """Kafka's check: a request with transactional batches needs WRITE on its transactional id."""
+    transactional = any(pdata.records is not None and _transactional_producer(pdata.records) is not None
+                        for t in request.topic_data for pdata in t.partition_data)
+    if not transactional:
+        return True
+    tid = request.transactional_id
+    return tid is not None and authz.allowed(ctx, authz.Operation.WRITE, authz.ResourceType.TRANSACTIONAL_ID, tid)
 
 
 def _transactional_producer(records: bytes | bytearray | memoryview) -> tuple[int, int] | None:

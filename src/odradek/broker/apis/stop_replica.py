@@ -4,19 +4,27 @@ See :mod:`odradek.controller.requests` for why v3 and how its per-partition flag
 other version closes the connection with one log line, as Kafka's broker closes it. Stops replicating partitions:
 the fetcher lets go and the partition stops leading; with ``delete_partitions`` its log is deleted from disk (topic
 deletion, reassignment away from this broker). Older controller epochs get STALE_CONTROLLER_EPOCH.
+With an authorizer, only a principal with CLUSTER_ACTION on the Cluster (the brokers' own, a super user as in Kafka)
+is served; anyone else gets CLUSTER_AUTHORIZATION_FAILED and nothing changes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
+from odradek.errors import ErrorCode
 
 API_KEY = creq.STOP_REPLICA
 MIN_VERSION = MAX_VERSION = creq.VERSIONS[API_KEY]
 RAW = True
+DENIED = int(ErrorCode.cluster_authorization_failed)
 
 
 async def handle(ctx: RequestContext, request: creq.StopReplicaRequest) -> Any:
+    if not authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        return creq.StopReplicaResponse(DENIED, [creq.PartitionError(p.topic, p.partition, DENIED)
+                                                 for p in request.partitions])
     return await ctx.services.controller_requests.stop_replica(request)

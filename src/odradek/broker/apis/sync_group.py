@@ -1,8 +1,10 @@
 """SyncGroup (key 14), versions 0-5: the second half of a rebalance, carrying the leader's assignment.
 
-The leader's request stores the assignment in ``__consumer_offsets``; every member's answer (the leader's too)
-waits until that write is committed, then carries that member's assignment. v3 adds group.instance.id; v5 the
-protocol type and name, which must match the group's (else INCONSISTENT_GROUP_PROTOCOL).
+The leader's request stores the assignment in ``__consumer_offsets``; every member's answer (the leader's too) waits
+until that write is committed, then carries that member's assignment. v3 adds group.instance.id; v5 the protocol
+type and name, which must match the group's (else INCONSISTENT_GROUP_PROTOCOL). With an authorizer the group needs
+READ, else GROUP_AUTHORIZATION_FAILED. A classic member of a KIP-848
+consumer group gets, at once, the partitions the server-side assignor gave it, in its protocol's version.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit
+from odradek.errors import ErrorCode
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -18,6 +22,10 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
+        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+                   error_code=ErrorCode.group_authorization_failed, protocol_type=None, protocol_name=None,
+                   assignment=b"")
     result = await ctx.services.groups.sync_group(
         request.group_id,
         request.generation_id,

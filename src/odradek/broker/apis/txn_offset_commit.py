@@ -13,6 +13,10 @@ skip the round trip), the transaction coordinator is asked whether the partition
 (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, ...). Unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
 v4 differs from v3 only in the error codes a client may see (TRANSACTION_ABORTABLE); v5 (KIP-890 part 2, the
 partition added implicitly) is not served: the coordinator implements transaction version 1.
+
+With an authorizer (as Kafka's KafkaApis): WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+for every partition), READ on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.broker.apis import RequestContext
-from odradek.broker.apis.offset_commit import commit_response, requested_commits
+from odradek.broker.apis.offset_commit import commit_response, refused_commit, requested_commits
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.errors import ErrorCode
 
@@ -31,6 +35,10 @@ MAX_VERSION = 4
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     groups = ctx.services.groups
+    refused = refused_commit(ctx, request.group_id, request.transactional_id, request.topics)
+    if refused is not None:
+        return commit_response(ctx, request.topics, refused, "TxnOffsetCommitResponseTopic",
+                               "TxnOffsetCommitResponsePartition")
     commits, errors = requested_commits(ctx, request.topics)
     if commits:
         code = await _verify(ctx, request)

@@ -5,14 +5,18 @@ line, as Kafka's broker closes it. Replaces this broker's view of the live broke
 and offline replicas, which Metadata, FindCoordinator and every leader check answer from. Partitions with leader -2
 belong to a topic being deleted and leave the cache. Topic ids are read once from ``/brokers/topics/{topic}``. Older
 controller epochs get STALE_CONTROLLER_EPOCH.
+With an authorizer, only a principal with CLUSTER_ACTION on the Cluster (the brokers' own, a super user as in Kafka)
+is served; anyone else gets CLUSTER_AUTHORIZATION_FAILED and nothing changes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import RequestContext
 from odradek.controller import requests as creq
+from odradek.errors import ErrorCode
 
 API_KEY = creq.UPDATE_METADATA
 MIN_VERSION = MAX_VERSION = creq.VERSIONS[API_KEY]
@@ -20,4 +24,6 @@ RAW = True
 
 
 async def handle(ctx: RequestContext, request: creq.UpdateMetadataRequest) -> Any:
+    if not authz.allowed(ctx, authz.Operation.CLUSTER_ACTION, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        return creq.UpdateMetadataResponse(int(ErrorCode.cluster_authorization_failed))
     return await ctx.services.controller_requests.update_metadata(request)

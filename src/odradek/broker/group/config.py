@@ -35,6 +35,9 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     """KIP-848 server-side assignors, the first the default (``group.consumer.assignors``)."""
+    consumer_migration_policy: str = "bidirectional"
+    """``group.consumer.migration.policy``: bidirectional, upgrade, downgrade or disabled (online conversion
+    between classic and consumer groups that have members)."""
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -57,6 +60,11 @@ class GroupConfig:
             if unknown or not names:
                 raise ValueError(f"group.consumer.assignors: unknown assignors {unknown or names}")
             values["consumer_assignors"] = names
+        if "group.consumer.migration.policy" in overrides:
+            policy = overrides["group.consumer.migration.policy"].strip().lower()
+            if policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+                raise ValueError(f"group.consumer.migration.policy: unknown policy {policy!r}")
+            values["consumer_migration_policy"] = policy
         config = dataclasses.replace(cls(), **values)  # type: ignore[arg-type]
         if config.offsets_topic_num_partitions < 1:
             raise ValueError("offsets.topic.num.partitions must be at least 1")

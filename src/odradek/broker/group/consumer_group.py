@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from odradek.broker.group.consumer_protocol import Subscription
 from odradek.broker.group.server_assignors import ASSIGNORS, AssignmentSpec
 from odradek.errors import ErrorCode
 
@@ -27,6 +28,15 @@ TopicsSnapshot = Mapping[str, tuple[uuid.UUID, int]]
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass(slots=True)
+class ClassicMetadata:
+    """A member that speaks the classic protocol inside a consumer group (Kafka's ClassicMemberMetadata): its
+    session timeout and the (name, metadata) protocols of its last JoinGroup."""
+
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
 
 
 @dataclass(slots=True)
@@ -50,6 +60,8 @@ class ConsumerMember:
     session_token: object = field(default_factory=object)
     revocation_deadline: int | None = None
     """When the member must have revoked its partitions (its rebalance timeout), while it has some to revoke."""
+    classic: ClassicMetadata | None = None
+    """Set for a classic-protocol member (JoinGroup/SyncGroup/Heartbeat) of a consumer group."""
 
 
 @dataclass(slots=True)
@@ -136,7 +148,7 @@ class ConsumerGroupLogic:
     def heartbeat(
         self, req: HeartbeatRequest, topics: TopicsSnapshot, new_member_id: Callable[[], str]
     ) -> HeartbeatResult:
-        error = self._validate(req)
+        error = self.validate(req)
         if error is not None:
             return error
         group = self.groups.get(req.group_id)
@@ -220,7 +232,8 @@ class ConsumerGroupLogic:
             member.last_sent = dict(member.assigned)
         return HeartbeatResult(ErrorCode.none, member_id=member_id, member_epoch=member.member_epoch, assignment=send)
 
-    def _validate(self, req: HeartbeatRequest) -> HeartbeatResult | None:
+    def validate(self, req: HeartbeatRequest) -> HeartbeatResult | None:
+        """The request's own errors (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR...), before any group is touched."""
         def bad(message: str) -> HeartbeatResult:
             return HeartbeatResult(ErrorCode.invalid_request, message)
 
@@ -332,6 +345,70 @@ class ConsumerGroupLogic:
         member.previous_member_epoch = member.member_epoch
         member.member_epoch = group.assignment_epoch
         member.state = "unreleased_partitions" if (target - current) & held else "stable"
+
+    # --- classic members (KIP-848's online migration) -------------------------------------------------------
+
+    def classic_join(
+        self,
+        group: ConsumerGroupState,
+        member_id: str,
+        instance_id: str | None,
+        rebalance_timeout_ms: int,
+        classic: ClassicMetadata,
+        subscription: Subscription,
+        topics: TopicsSnapshot,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> ConsumerMember:
+        """A classic member's JoinGroup (Kafka's classicGroupJoinToConsumerGroup): update its subscription,
+        recompute the target if the group epoch moved, and reconcile it against the partitions it says it owns.
+        An eager member (or a v0 subscription, which cannot say) owns nothing when it joins."""
+        member = group.members.get(member_id)
+        changed = member is None
+        predecessor = None
+        if member is None and instance_id is not None:
+            predecessor = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+        if predecessor is not None:
+            # A restarted static member under a new member id takes over its predecessor's epoch and partitions.
+            del group.members[predecessor.member_id]
+            if predecessor.member_id in group.target:
+                group.target[member_id] = group.target.pop(predecessor.member_id)
+            member = predecessor
+            member.member_id, member.session_token, member.revocation_deadline = member_id, object(), None
+            group.members[member_id] = member
+            changed = False
+        elif member is None:
+            member = group.members[member_id] = ConsumerMember(member_id)
+        member.classic = classic
+        req = HeartbeatRequest(
+            group.group_id, member_id, member.member_epoch, instance_id=instance_id, rack_id=subscription.rack_id,
+            rebalance_timeout_ms=rebalance_timeout_ms, subscribed_names=subscription.topics,
+            client_id=client_id, client_host=client_host,
+        )
+        changed |= self._update_member(member, req)
+        if changed or self._metadata_changed(group, topics):
+            self._bump(group, topics)
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_target(group, topics)
+        owned = {t: ps for t, ps in subscription.owned.items() if t in topics}
+        self._reconcile(group, member, owned)
+        member.last_sent = dict(member.assigned)
+        return member
+
+    def classic_must_rejoin(self, group: ConsumerGroupState, member: ConsumerMember) -> bool:
+        """Kafka's classicGroupHeartbeatToConsumerGroup: a classic member rejoins to catch up with a new group
+        epoch, to finish revoking, or to collect partitions another member has released meanwhile."""
+        if member.member_epoch < group.group_epoch or member.state == "unrevoked_partitions":
+            return True
+        if member.state == "unreleased_partitions":
+            missing = _flat(group.target.get(member.member_id, {})) - _flat(member.assigned)
+            return not missing & self._owners(group, member.member_id)
+        return False
+
+    def only_classic_left(self, group: ConsumerGroupState, leaving: str) -> bool:
+        """Whether removing ``leaving`` leaves a non-empty group of classic members only (a downgrade)."""
+        rest = [m for mid, m in group.members.items() if mid != leaving]
+        return bool(rest) and all(m.classic is not None for m in rest)
 
     def remove_member(self, group: ConsumerGroupState, member_id: str, topics: TopicsSnapshot) -> None:
         """A member left or its session expired: its partitions go back to the pool and the group epoch moves."""

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from odradek.broker.group.consumer_group import ConsumerGroupState, ConsumerMember, Partitions
+from odradek.broker.group.consumer_group import ClassicMetadata, ConsumerGroupState, ConsumerMember, Partitions
 from odradek.broker.group.schema import SchemaError
 
 _I16 = struct.Struct(">h")
@@ -76,8 +76,27 @@ def _topic_partitions(out: bytearray, parts: Partitions, ids: Mapping[str, uuid.
         out.append(0)
 
 
-def _value(body: bytearray) -> bytes:
-    return bytes(_I16.pack(0) + body + b"\x00")
+def _value(body: bytearray, tags: bytes = b"\x00") -> bytes:
+    return bytes(_I16.pack(0) + body + tags)
+
+
+def _classic_tags(classic: ClassicMetadata | None) -> bytes:
+    """The member value's tagged section: tag 0 is ClassicMemberMetadata, present only for classic members."""
+    if classic is None:
+        return b"\x00"
+    data = bytearray(_I32.pack(classic.session_timeout_ms))
+    _clen(data, len(classic.protocols))
+    for name, metadata in classic.protocols:
+        _cstr(data, name)
+        _uvarint(data, len(metadata) + 1)
+        data += metadata
+        data.append(0)
+    data.append(0)
+    out = bytearray()
+    _uvarint(out, 1)
+    _uvarint(out, 0)
+    _uvarint(out, len(data))
+    return bytes(out + data)
 
 
 def group_records(group: ConsumerGroupState, ids: Mapping[str, uuid.UUID]) -> dict[bytes, bytes]:
@@ -110,7 +129,7 @@ def group_records(group: ConsumerGroupState, ids: Mapping[str, uuid.UUID]) -> di
         _cstr(body, m.subscribed_regex)
         body += _I32.pack(m.rebalance_timeout_ms)
         _cstr(body, m.server_assignor)
-        records[_key(MEMBER, gid, mid)] = _value(body)
+        records[_key(MEMBER, gid, mid)] = _value(body, _classic_tags(m.classic))
         body = bytearray()
         _topic_partitions(body, group.target.get(mid, {}), ids)
         records[_key(TARGET_MEMBER, gid, mid)] = _value(body)
@@ -197,6 +216,24 @@ def _read_topic_partitions(r: _Reader, names: Mapping[uuid.UUID, str]) -> Partit
     return parts
 
 
+def _read_classic_tag(r: _Reader) -> ClassicMetadata | None:
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        data = r.take(size)
+        if tag != 0:
+            continue
+        c = _Reader(data)
+        timeout = c.i32()
+        protocols = []
+        for _ in range(c.clen()):
+            name = c.cstr() or ""
+            protocols.append((name, c.take(c.clen())))
+            c.skip_tags()
+        classic = ClassicMetadata(timeout, protocols)
+    return classic
+
+
 @dataclass(slots=True)
 class _Partial:
     epoch: int = 0
@@ -261,6 +298,7 @@ def load_groups(latest: Mapping[bytes, bytes | None]) -> dict[str, ConsumerGroup
             m.subscribed_regex = v.cstr()
             m.rebalance_timeout_ms = v.i32()
             m.server_assignor = v.cstr()
+            m.classic = _read_classic_tag(v)
             if mid in g.currents:
                 c = _Reader(g.currents[mid])
                 c.value_version()

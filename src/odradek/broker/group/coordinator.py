@@ -17,7 +17,6 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import struct
@@ -29,6 +28,9 @@ from typing import Any
 
 from odradek.broker.group.config import GroupConfig
 from odradek.broker.group.consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ClassicMetadata,
     ConsumerGroupLogic,
     ConsumerGroupState,
     ConsumerMember,
@@ -36,8 +38,16 @@ from odradek.broker.group.consumer_group import (
     HeartbeatResult,
     TopicsSnapshot,
 )
+from odradek.broker.group.consumer_protocol import (
+    PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_subscription,
+    encode_assignment,
+    version_of,
+)
 from odradek.broker.group.consumer_records import KEY_VERSIONS, group_records, key_version, load_groups
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
+from odradek.broker.group.migration import MigrationPolicy, can_upgrade, to_classic_members, to_consumer_group
 from odradek.broker.group.offsets_log import OffsetsLog
 from odradek.broker.group.results import (
     GroupOverview,
@@ -159,6 +169,14 @@ class GroupCoordinator:
         self._topics: TopicsSnapshot = {}
         self._consumer_written: dict[str, dict[bytes, bytes]] = {}
         """Per consumer group, the records last appended for it: a change appends only what differs."""
+        self._migration_records: dict[str, list[tuple[bytes, bytes | None]]] = {}
+        """Records a group's conversion wrote ahead of its first consumer-group records (the classic tombstone)."""
+        self.topics_source: Callable[[], TopicsSnapshot] | None = None
+        """The broker's topics now (name → id, partition count), for classic members of consumer groups."""
+        self.migration_policy = MigrationPolicy(self.config.consumer_migration_policy)
+        self._classic_deadlines: dict[tuple[str, str], tuple[str, object]] = {}
+        """Per classic member of a consumer group, the pending join or sync deadline (Kafka's join and sync
+        timeouts, both the member's rebalance timeout) as (kind, token)."""
 
     # --- ownership ------------------------------------------------------------------------------------------
 
@@ -291,9 +309,8 @@ class GroupCoordinator:
             self._consumer_written[group_id] = {k: v for k, v in raw.items() if v is not None and _names(k, group_id)}
             if group_id not in self._groups:
                 self._groups[group_id] = Group(group_id, state_timestamp=now)
-            for member in group.members.values():
-                expire = functools.partial(self._expire_consumer, group, member.member_id, member.session_token)
-                self._schedule(now + self.config.consumer_session_timeout_ms, expire)
+            for consumer_member in group.members.values():
+                self._arm_consumer_session(group, consumer_member, now)
         return len(groups)
 
     @staticmethod
@@ -386,7 +403,32 @@ class GroupCoordinator:
             and req.group_id not in self.consumer_groups.groups
             and (classic.members or classic.state not in (GroupState.EMPTY, GroupState.DEAD))
         ):
-            return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            if req.member_epoch != 0 or not can_upgrade(classic, self.migration_policy, self.config.max_size):
+                return HeartbeatResult(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            invalid = self.consumer_groups.validate(req)
+            if invalid is not None:
+                return invalid
+            if not self._upgrade(classic, topics):
+                return HeartbeatResult(
+                    ErrorCode.group_id_not_found,
+                    f"Cannot upgrade the classic group {req.group_id}: its embedded consumer protocol is malformed.",
+                )
+        existing = self.consumer_groups.groups.get(req.group_id)
+        leaving = existing.members.get(req.member_id) if existing is not None else None
+        if (
+            existing is not None
+            and leaving is not None
+            and leaving.classic is None
+            and (
+                req.member_epoch == LEAVE_EPOCH
+                or (req.member_epoch == STATIC_LEAVE_EPOCH and not leaving.instance_id)
+            )
+            and self._may_downgrade(existing, req.member_id)
+        ):
+            code = await self._downgrade(existing, req.member_id)
+            if code is not ErrorCode.none:
+                return HeartbeatResult(code, "could not store the group's records")
+            return HeartbeatResult(ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
         result = self.consumer_groups.heartbeat(req, topics, lambda: uuid.uuid4().hex)
         group = self.consumer_groups.groups.get(req.group_id)
         if result.error is ErrorCode.none and group is not None:
@@ -395,9 +437,7 @@ class GroupCoordinator:
             member = group.members.get(result.member_id or "")
             if member is not None:
                 now = self._clock.now_ms()
-                token = member.session_token = object()
-                deadline = now + self.config.consumer_session_timeout_ms
-                self._schedule(deadline, lambda: self._expire_consumer(group, member.member_id, token))
+                self._arm_consumer_session(group, member, now)
                 if member.state == "unrevoked_partitions" and member.revocation_deadline is None:
                     # Kafka's rebalance timeout: a member that does not revoke in time is removed from the group.
                     member.revocation_deadline = now + member.rebalance_timeout_ms
@@ -414,7 +454,8 @@ class GroupCoordinator:
         ids = {name: tid for name, (tid, _) in self._topics.items()}
         records = group_records(group, ids)
         written = self._consumer_written.get(group.group_id, {})
-        changes: list[tuple[bytes, bytes | None]] = [(k, None) for k in written if k not in records]
+        changes = self._migration_records.pop(group.group_id, [])
+        changes += [(k, None) for k in written if k not in records]
         changes += [(k, v) for k, v in records.items() if written.get(k) != v]
         self._consumer_written[group.group_id] = records
         return changes
@@ -431,16 +472,271 @@ class GroupCoordinator:
         current = self.consumer_groups.groups.get(group.group_id) is group
         if current and member is not None and member.session_token is token:
             log.info("consumer group %s: member %s session expired", group.group_id, member_id)
-            self.consumer_groups.remove_member(group, member_id, self._topics)
-            self._spawn(self._log_store_error(group))
+            self._fence_consumer_member(group, member_id)
 
     def _revocation_timeout(self, group: ConsumerGroupState, member: ConsumerMember) -> None:
         current = self.consumer_groups.groups.get(group.group_id) is group
         if current and group.members.get(member.member_id) is member and member.state == "unrevoked_partitions":
             log.info("consumer group %s: member %s did not revoke within its rebalance timeout",
                      group.group_id, member.member_id)
-            self.consumer_groups.remove_member(group, member.member_id, self._topics)
-            self._spawn(self._log_store_error(group))
+            self._fence_consumer_member(group, member.member_id)
+
+    def _fence_consumer_member(self, group: ConsumerGroupState, member_id: str) -> None:
+        """Kafka's consumerGroupFenceMember: remove the member, or downgrade the group if only classic members
+        would be left."""
+        self._refresh_topics()
+        if self._may_downgrade(group, member_id):
+            self._spawn(self._log_downgrade(group, member_id))
+            return
+        self.consumer_groups.remove_member(group, member_id, self._topics)
+        self._spawn(self._log_store_error(group))
+
+    async def _log_downgrade(self, group: ConsumerGroupState, member_id: str) -> None:
+        code = await self._downgrade(group, member_id)
+        if code is not ErrorCode.none:
+            log.warning("consumer group %s: storing its downgrade failed: %s", group.group_id, code.name)
+
+    def _refresh_topics(self) -> None:
+        if self.topics_source is not None:
+            self._topics = self.topics_source()
+
+    # --- online migration (KIP-848) ------------------------------------------------------------------------
+
+    def _may_downgrade(self, group: ConsumerGroupState, leaving: str) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMember."""
+        if not self.consumer_groups.only_classic_left(group, leaving):
+            return False
+        if not self.migration_policy.downgrade:
+            log.info("consumer group %s stays a consumer group: online downgrade is disabled", group.group_id)
+            return False
+        return len(group.members) - 1 <= self.config.max_size
+
+    def _upgrade(self, classic: Group, topics: TopicsSnapshot) -> bool:
+        """Turn a classic group with members into a consumer group in place (Kafka's convertToConsumerGroup);
+        members waiting in a rebalance are told to rejoin, which the consumer group then serves."""
+        try:
+            group = to_consumer_group(classic, topics)
+        except (ConsumerProtocolError, KeyError, IndexError) as exc:
+            log.warning("cannot upgrade classic group %s to a consumer group: %s", classic.group_id, exc)
+            return False
+        now = self._clock.now_ms()
+        for member in classic.members.values():
+            _resolve(member.join_waiter, _join_error(member.member_id, ErrorCode.rebalance_in_progress))
+            _resolve(member.sync_waiter, SyncResult(ErrorCode.rebalance_in_progress))
+            member.join_waiter = member.sync_waiter = None
+        self._rebalance.pop(classic, None)
+        self._sync_timer.pop(classic, None)
+        classic.clear_members(now)
+        self.consumer_groups.groups[classic.group_id] = group
+        self._consumer_written[classic.group_id] = {}
+        self._migration_records[classic.group_id] = [(encode_key(GroupKey(classic.group_id)), None)]
+        for consumer_member in group.members.values():
+            self._arm_consumer_session(group, consumer_member, now)
+        log.info("upgraded classic group %s (generation %d, %d members) to a consumer group",
+                 classic.group_id, group.group_epoch, len(group.members))
+        return True
+
+    async def _downgrade(self, group: ConsumerGroupState, leaving: str) -> ErrorCode:
+        """The last consumer-protocol member leaves a group of classic members: it becomes a classic group at
+        the group epoch, each member holding its target assignment, and rebalances (Kafka's
+        convertToClassicGroup). The consumer group's records are tombstoned with the classic record after
+        them, in one batch."""
+        group_id = group.group_id
+        members = to_classic_members(group, leaving)
+        del self.consumer_groups.groups[group_id]
+        written = self._consumer_written.pop(group_id, {})
+        self._migration_records.pop(group_id, None)
+        now = self._clock.now_ms()
+        holder = self._groups.get(group_id)
+        if holder is None:
+            holder = self._groups[group_id] = Group(group_id, state_timestamp=now)
+        holder.adopt_members(group.group_epoch, members, now)
+        records: list[tuple[bytes, bytes | None]] = [(k, None) for k in written]
+        value = holder.to_value({m.member_id: m.assignment for m in members}, now)
+        records.append((encode_key(GroupKey(group_id)), encode_group_value(value)))
+        for member in members:
+            self._schedule_heartbeat(holder, member, member.session_timeout_ms)
+        log.info("downgraded consumer group %s to a classic group (generation %d, %d members)",
+                 group_id, holder.generation_id, len(members))
+        self._prepare_rebalance(holder, f"Downgrade group {group_id} from consumer to classic.")
+        self._fire_due(now)
+        code = await self._append(self.partition_for(group_id), records)
+        return _GROUP_STORE_ERRORS.get(code, code)
+
+    def _arm_consumer_session(self, group: ConsumerGroupState, member: ConsumerMember, now: int) -> None:
+        token = member.session_token = object()
+        timeout = (
+            member.classic.session_timeout_ms if member.classic is not None
+            else self.config.consumer_session_timeout_ms
+        )
+        member_id = member.member_id
+        self._schedule(now + timeout, lambda: self._expire_consumer(group, member_id, token))
+
+    def _classic_member(
+        self, group: ConsumerGroupState, member_id: str, instance_id: str | None
+    ) -> tuple[ErrorCode, ConsumerMember | None]:
+        """Kafka's validateConsumerGroupMember plus throwIfMemberDoesNotUseClassicProtocol."""
+        if instance_id is not None:
+            member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+            if member is None:
+                return ErrorCode.unknown_member_id, None
+            if member.member_id != member_id:
+                return ErrorCode.fenced_instance_id, None
+        else:
+            member = group.members.get(member_id)
+            if member is None:
+                return ErrorCode.unknown_member_id, None
+        if member.classic is None:
+            return ErrorCode.unknown_member_id, None
+        return ErrorCode.none, member
+
+    async def _classic_join_consumer(
+        self,
+        group: ConsumerGroupState,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+    ) -> JoinResult:
+        """A classic member's JoinGroup served by a consumer group (Kafka's classicGroupJoinToConsumerGroup):
+        answered at once with the member epoch as generation; the member is its own leader of nothing."""
+        if protocol_type != PROTOCOL_TYPE or not protocols:
+            return _join_error(member_id, ErrorCode.inconsistent_group_protocol)
+        try:
+            subscription = decode_subscription(protocols[0][1])
+        except ConsumerProtocolError:
+            return _join_error(member_id, ErrorCode.inconsistent_group_protocol)
+        if member_id not in group.members and len(group.members) >= self.config.max_size:
+            return _join_error(member_id, ErrorCode.group_max_size_reached)
+        if member_id == UNKNOWN_MEMBER_ID:
+            member_id = Group.generate_member_id(client_id, group_instance_id)
+            if require_known_member_id:
+                return _join_error(member_id, ErrorCode.member_id_required)
+        elif member_id in group.members and group.members[member_id].classic is None:
+            return _join_error(member_id, ErrorCode.unknown_member_id)
+        elif group_instance_id is not None and any(
+            m.instance_id == group_instance_id and mid != member_id for mid, m in group.members.items()
+        ):
+            return _join_error(member_id, ErrorCode.fenced_instance_id)
+        # A member id the group does not hold yet is the one MEMBER_ID_REQUIRED handed out: Kafka creates the
+        # member (a consumer group keeps no pending members).
+        self._refresh_topics()
+        member = self.consumer_groups.classic_join(
+            group, member_id, group_instance_id, rebalance_timeout_ms,
+            ClassicMetadata(session_timeout_ms, [(n, bytes(m)) for n, m in protocols]),
+            subscription, self._topics, client_id, client_host,
+        )
+        code = await self._persist_consumer(group)
+        if code is not ErrorCode.none:
+            return _join_error(member_id, code)
+        if self.consumer_groups.groups.get(group.group_id) is group and group.members.get(member_id) is member:
+            self._arm_consumer_session(group, member, self._clock.now_ms())
+            self._arm_classic_deadline(group, member, "sync")
+        return JoinResult(
+            error=ErrorCode.none,
+            member_id=member_id,
+            generation_id=member.member_epoch,
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=protocols[0][0],
+        )
+
+    def _classic_sync_consumer(
+        self,
+        group: ConsumerGroupState,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncResult:
+        """Kafka's classicGroupSyncToConsumerGroup: the member's assigned partitions in its protocol version."""
+        error, member = self._classic_member(group, member_id, group_instance_id)
+        if member is None or member.classic is None:
+            return SyncResult(error)
+        if generation_id != member.member_epoch:
+            return SyncResult(ErrorCode.illegal_generation)
+        names = [n for n, _ in member.classic.protocols]
+        if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or (
+            protocol_name is not None and protocol_name != names[0]
+        ):
+            return SyncResult(ErrorCode.inconsistent_group_protocol)
+        if group.group_epoch > member.member_epoch and member.state != "unrevoked_partitions":
+            self._arm_classic_deadline(group, member, "join", only_if_absent=True)
+            return SyncResult(ErrorCode.rebalance_in_progress)
+        self._classic_deadlines.pop((group.group_id, member.member_id), None)
+        self._arm_consumer_session(group, member, self._clock.now_ms())
+        try:
+            version = version_of(member.classic.protocols[0][1])
+        except ConsumerProtocolError:
+            version = 0
+        return SyncResult(ErrorCode.none, encode_assignment(member.assigned, version), PROTOCOL_TYPE, names[0])
+
+    def _arm_classic_deadline(
+        self, group: ConsumerGroupState, member: ConsumerMember, kind: str, *, only_if_absent: bool = False
+    ) -> None:
+        """A classic member told to rejoin must send JoinGroup, and one that joined must send SyncGroup, within
+        its rebalance timeout, or it is removed from the group (Kafka's consumer group join and sync timeouts)."""
+        key = (group.group_id, member.member_id)
+        pending = self._classic_deadlines.get(key)
+        if only_if_absent and pending is not None and pending[0] == kind:
+            return
+        token = object()
+        self._classic_deadlines[key] = (kind, token)
+
+        def expire() -> None:
+            if self._classic_deadlines.get(key, (None, None))[1] is not token:
+                return
+            del self._classic_deadlines[key]
+            if self.consumer_groups.groups.get(group.group_id) is group and group.members.get(key[1]) is member:
+                log.info("consumer group %s: classic member %s did not send %s within its rebalance timeout",
+                         group.group_id, member.member_id, "JoinGroup" if kind == "join" else "SyncGroup")
+                self._fence_consumer_member(group, member.member_id)
+
+        self._schedule(self._clock.now_ms() + member.rebalance_timeout_ms, expire)
+
+    def _classic_heartbeat_consumer(
+        self, group: ConsumerGroupState, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        error, member = self._classic_member(group, member_id, group_instance_id)
+        if member is None:
+            return error
+        if generation_id != member.member_epoch:
+            return ErrorCode.illegal_generation
+        self._arm_consumer_session(group, member, self._clock.now_ms())
+        if not self.consumer_groups.classic_must_rejoin(group, member):
+            return ErrorCode.none
+        self._arm_classic_deadline(group, member, "join", only_if_absent=True)
+        return ErrorCode.rebalance_in_progress
+
+    def _classic_leave_consumer(
+        self, group: ConsumerGroupState, members: Sequence[tuple[str, str | None]]
+    ) -> list[ErrorCode]:
+        """Kafka's classicGroupLeaveToConsumerGroup: classic members leave; the group epoch moves."""
+        results = []
+        self._refresh_topics()
+        for member_id, instance_id in members:
+            if instance_id is not None and member_id == UNKNOWN_MEMBER_ID:
+                member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
+                error, found = (ErrorCode.unknown_member_id, None) if member is None else (
+                    self._classic_member(group, member.member_id, instance_id)
+                )
+            else:
+                error, found = self._classic_member(group, member_id, instance_id)
+            if found is None:
+                results.append(error)
+                continue
+            log.info("consumer group %s: classic member %s left", group.group_id, found.member_id)
+            found.session_token = object()
+            self._classic_deadlines.pop((group.group_id, found.member_id), None)
+            self.consumer_groups.remove_member(group, found.member_id, self._topics)
+            results.append(ErrorCode.none)
+        self._spawn(self._log_store_error(group))
+        return results
 
     async def _log_store_error(self, group: ConsumerGroupState) -> None:
         code = await self._persist_consumer(group)
@@ -490,7 +786,10 @@ class GroupCoordinator:
         consumer = self.consumer_groups.groups.get(group_id)
         if consumer is not None:
             if consumer.members:
-                return _join_error(member_id, ErrorCode.group_id_not_found)  # "is not a classic group"
+                return await self._classic_join_consumer(
+                    consumer, member_id, group_instance_id, require_known_member_id, client_id, client_host,
+                    rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                )
             # An empty consumer-protocol group becomes a classic one (Kafka's downgrade of an empty group).
             await self._drop_consumer_group(consumer)
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
@@ -1013,6 +1312,11 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.rebalance_in_progress)
         if error is not None:
             return SyncResult(error)
+        consumer = self.consumer_groups.groups.get(group_id)
+        if consumer is not None:
+            return self._classic_sync_consumer(
+                consumer, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+            )
         group = self._groups.get(group_id)
         if group is None:
             return SyncResult(ErrorCode.unknown_member_id)
@@ -1077,6 +1381,9 @@ class GroupCoordinator:
             return ErrorCode.none  # Kafka answers blindly while loading; the member learns more on its next call
         if error is not None:
             return error
+        consumer = self.consumer_groups.groups.get(group_id)
+        if consumer is not None:
+            return self._classic_heartbeat_consumer(consumer, generation_id, member_id, group_instance_id)
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -1103,6 +1410,9 @@ class GroupCoordinator:
         error = self._check(group_id)
         if error is not None:
             return error, []
+        consumer = self.consumer_groups.groups.get(group_id)
+        if consumer is not None:
+            return ErrorCode.none, self._classic_leave_consumer(consumer, members)
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id for _ in members]
@@ -1154,7 +1464,11 @@ class GroupCoordinator:
                 if consumer_member is None:
                     return all_(ErrorCode.unknown_member_id)
                 if generation_id != consumer_member.member_epoch:
-                    return all_(ErrorCode.stale_member_epoch)
+                    # Kafka's ConsumerGroup.validateOffsetCommit: classic members speak in generations.
+                    return all_(
+                        ErrorCode.illegal_generation if consumer_member.classic is not None
+                        else ErrorCode.stale_member_epoch
+                    )
             holder = self._groups.get(group_id)
             if holder is None:
                 holder = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())

@@ -172,6 +172,31 @@ class Group:
             self.leader_id = next(iter(self.members), None)
         return member
 
+    def clear_members(self, now_ms: int) -> list[Member]:
+        """Drop every member at once, without a rebalance: the group became a consumer group and this object
+        only keeps its committed offsets. Returns the members that were here."""
+        members = list(self.members.values())
+        self.members.clear()
+        self.static_members.clear()
+        self.pending_members.clear()
+        self.pending_sync.clear()
+        self._supported.clear()
+        self.leader_id = self.protocol_name = None
+        self.new_member_added = False
+        self.state, self.state_timestamp = GroupState.EMPTY, now_ms
+        return members
+
+    def adopt_members(self, generation: int, members: Sequence[Member], now_ms: int) -> None:
+        """Become a Stable classic group of ``members`` at ``generation`` (a consumer group downgraded), their
+        assignments already set; the caller starts the rebalance that follows."""
+        self.clear_members(now_ms)
+        self.generation_id = generation
+        for member in members:
+            self.add(member)
+        self.protocol_type = members[0].protocol_type if members else None
+        self.protocol_name = self.select_protocol() if members else None
+        self.state = GroupState.STABLE if members else GroupState.EMPTY
+
     def update_protocols(self, member: Member, protocols: Protocols) -> None:
         self._supported.subtract(set(member.protocol_names()))
         member.protocols = [(name, bytes(metadata)) for name, metadata in protocols]
