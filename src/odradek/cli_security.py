@@ -78,13 +78,13 @@ def _fail_on_refusal(error: Any) -> None:
         raise AuthenticationFailed(error.str())
 
 
-def admin(bootstrap: str, properties: Mapping[str, str], timeout_s: float = 30.0) -> Any:
+def admin(bootstrap: str, properties: Mapping[str, str], overrides: Sequence[str] = (), timeout_s: float = 30.0) -> Any:
     """A confluent-kafka AdminClient. With a properties file it first makes sure it can log in: an admin
     request's future would otherwise wait out its whole timeout on a refused login, which only ``poll`` reports."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    client = AdminClient(rdkafka_config(bootstrap, properties))
+    client = AdminClient(rdkafka_config(bootstrap, properties, overrides))
     if not properties:
         return client
     deadline = time.monotonic() + timeout_s
