@@ -12,6 +12,7 @@ exit code 1 (:class:`SecuredGroup`), never a traceback.
 from __future__ import annotations
 
 import ssl
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -116,3 +117,11 @@ class SecuredGroup(click.Group):
         except ConnectionError as exc:
             hint = "" if ctx.meta.get(GIVEN) else " (a SASL or SSL listener needs --command-config)"
             raise click.ClickException(f"Connection to the broker failed: {exc or type(exc).__name__}{hint}") from None
+        except click.ClickException:
+            raise
+        except Exception as exc:
+            kafka = sys.modules.get("confluent_kafka")  # imported only by the commands that use it
+            if kafka is None or not isinstance(exc, kafka.KafkaException):
+                raise
+            error = exc.args[0] if exc.args else exc
+            raise click.ClickException(getattr(error, "str", lambda: str(error))()) from None

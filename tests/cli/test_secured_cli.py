@@ -146,6 +146,13 @@ def test_bad_properties_file_is_a_usage_error(broker: BrokerProcess, tmp_path: P
                  "--list")
     assert result.exit_code == 2
     assert "sasl.mechanism=GSSAPI is not supported" in result.stderr
+    java_only = tmp_path / "java.properties"
+    java_only.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=admin\n"
+                         "sasl.password=admin-secret\nsasl.login.refresh.buffer.seconds=300\n")
+    refused = cli("groups", "--bootstrap-server", broker.listeners["SASL_PLAINTEXT"], "--command-config",
+                  str(java_only), "--list")
+    assert refused.exit_code == 1
+    assert "sasl.login.refresh.buffer.seconds" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def test_librdkafka_translation() -> None:
