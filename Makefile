@@ -6,6 +6,9 @@ PIP := $(VENV)/bin/pip
 DEB_PACKAGES := kafkacat zookeeper default-jre-headless chromium chromium-driver nftables iproute2
 ARGS ?=
 PYTEST_ARGS ?=
+# The brokers' event loop (src/odradek/event_loop.py): uvloop, or `make test ODRADEK_EVENT_LOOP=asyncio` to opt out.
+ODRADEK_EVENT_LOOP ?= uvloop
+export ODRADEK_EVENT_LOOP
 
 .PHONY: run test lint bench demo lab sysdeps venv clean
 

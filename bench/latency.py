@@ -5,7 +5,14 @@ topic; acks=1 on an RF 1 topic) produces with ``linger.ms=0`` while a consumer (
 the same topic, and prints the ack latency (send to delivery callback) and the end-to-end latency (send to the
 consumer's receipt; the send time travels in the record) as p50/p90/p99/max.
 
-    PYTHONPATH=src .venv/bin/python bench/latency.py [--rate 500] [--seconds 10] [--src DIR]
+    PYTHONPATH=src .venv/bin/python bench/latency.py [--rate 500] [--seconds 10] [--src DIR] [--processes]
+        [-X enable.idempotence=true]
+
+Beside the percentiles it prints the brokers' CPU time per acknowledged record (user + system of the broker
+process(es) over the case, from /proc), which stays comparable while other work loads the machine, and the load
+average. ``--processes`` runs each broker in its own process (``odradek broker`` on a throwaway ZooKeeper) instead
+of the three brokers of ``odradek up`` sharing one process and one GIL; ``ODRADEK_EVENT_LOOP=asyncio`` in the
+environment runs the brokers on asyncio's own loop instead of uvloop.
 
 ``--src`` runs the broker from another checkout's ``src`` (a ``git worktree`` of a base commit), so before and
 after can be measured in one invocation: ``--src /tmp/lat-base/src --src src``.
@@ -22,38 +29,75 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.coordination.localzk import LocalZooKeeper
+from odradek.event_loop import ENV
+
 RECORD = 1024
 
 
+def _start(cmd: list[str], ready: Path, env: dict[str, str], cwd: str) -> subprocess.Popen[bytes]:
+    with open(ready.with_suffix(".log"), "wb") as log:  # the broker's log lines stay in the temporary directory
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=env, cwd=cwd)
+    deadline = time.monotonic() + 180  # a loaded machine can take a minute to import and start
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()  # never leave a half-started broker behind
+            proc.wait()
+            raise RuntimeError(f"odradek did not start: {' '.join(cmd)}")
+        time.sleep(0.05)
+    return proc
+
+
 @contextmanager
-def cluster(src: str | None) -> Iterator[str]:
-    with tempfile.TemporaryDirectory() as tmp:
-        ready = Path(tmp, "ready")
+def cluster(src: str | None, processes: bool = False) -> Iterator[tuple[str, list[int]]]:
+    """Three brokers: ``odradek up --brokers 3`` (one process, the embedded store), or with ``processes`` three
+    ``odradek broker`` processes on a throwaway ZooKeeper. Yields the bootstrap servers and the brokers' pids."""
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         env = dict(os.environ)
         # the broker runs in a temporary directory: a relative path would fall back to whatever is installed
         env["PYTHONPATH"] = str(Path(src).resolve() if src else Path(__file__).resolve().parents[1] / "src")
-        cmd = [sys.executable, "-m", "odradek", "up", "--brokers", "3", "--port", "0", "--data-dir",
-               f"{tmp}/data", "--ready-file", str(ready), "--log-level", "WARNING"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env, cwd=tmp)
+        common = ["--port", "0", "--log-level", "WARNING"]
+        if processes:
+            zk = stack.enter_context(LocalZooKeeper(Path(tmp, "zookeeper")))  # __enter__ starts it
+            cmds = [(["odradek", "broker", "--id", str(i), "--zookeeper", f"{zk.hosts}/odradek",
+                      "--data-dir", f"{tmp}/data-{i}", "--ready-file", f"{tmp}/ready-{i}", *common],
+                     Path(tmp, f"ready-{i}")) for i in range(3)]
+        else:
+            cmds = [(["odradek", "up", "--brokers", "3", "--data-dir", f"{tmp}/data", "--ready-file", f"{tmp}/ready",
+                      *common], Path(tmp, "ready"))]
+        procs: list[subprocess.Popen[bytes]] = []
         try:
-            deadline = time.monotonic() + 60
-            while not ready.exists():
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("odradek did not start")
-                time.sleep(0.05)
-            yield ready.read_text().split()[0].split("=", 1)[1]
+            for cmd, ready in cmds:
+                procs.append(_start([sys.executable, "-m", *cmd], ready, env, tmp))
+            bootstrap = ",".join(ready.read_text().split()[0].split("=", 1)[1] for _cmd, ready in cmds)
+            yield bootstrap, [p.pid for p in procs]
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            for proc in procs:
+                # separate brokers stopping at once would each wait for a controlled shutdown nobody can grant
+                if processes:
+                    proc.kill()
+                else:
+                    proc.terminate()
+            for proc in procs:
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+def cpu_seconds(*pids: int) -> float:
+    """User plus system CPU time of processes (all their threads) so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -61,13 +105,14 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
 
 
-def run_case(bootstrap: str, topic: str, rf: int, acks: str, rate: int, seconds: float) -> dict[str, float]:
+def run_case(bootstrap: str, topic: str, rf: int, acks: str, rate: int, seconds: float,
+             producer_config: dict[str, str] | None = None) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
                          "fetch.wait.max.ms": 100, "enable.auto.commit": False})
     consumer.subscribe([topic])
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, **(producer_config or {})})
     # warm up: metadata, the group join and the first fetch, so the measured records see the steady state
     producer.produce(topic, b"warm")
     producer.flush(30)
@@ -117,15 +162,25 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--src", action="append", help="run the broker from this src dir (repeatable)")
+    ap.add_argument("--processes", action="store_true",
+                    help="each broker its own process (odradek broker on a throwaway ZooKeeper), not odradek up")
+    ap.add_argument("-X", dest="producer_config", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra producer config, e.g. -X enable.idempotence=true (repeatable)")
     args = ap.parse_args()
     for src in args.src or [None]:
-        print(f"# broker from {src or 'this checkout'}: {args.rate} msg/s of {RECORD} B for {args.seconds} s")
-        with cluster(src) as bootstrap:
+        how = "3 broker processes on ZooKeeper" if args.processes else "odradek up --brokers 3 (one process)"
+        print(f"# broker from {src or 'this checkout'}, {how}, event loop {os.environ.get(ENV) or 'default'}: "
+              f"{args.rate} msg/s of {RECORD} B for {args.seconds} s")
+        with cluster(src, args.processes) as (bootstrap, pids):
             for name, rf, acks in (("rf3-acks-all", 3, "all"), ("rf1-acks-1", 1, "1")):
-                r = run_case(bootstrap, f"lat-{name}", rf, acks, args.rate, args.seconds)
+                cpu0 = cpu_seconds(*pids)
+                r = run_case(bootstrap, f"lat-{name}", rf, acks, args.rate, args.seconds,
+                             dict(kv.split("=", 1) for kv in args.producer_config))
+                cpu_ms = (cpu_seconds(*pids) - cpu0) * 1000 / max(r["acked"], 1)
                 print(f"{name:14} ack p50 {r['ack_p50']:.2f} p90 {r['ack_p90']:.2f} p99 {r['ack_p99']:.2f} "
                       f"max {r['ack_max']:.2f} ms | e2e p50 {r['e2e_p50']:.2f} p99 {r['e2e_p99']:.2f} "
-                      f"max {r['e2e_max']:.2f} ms | {r['acked']:.0f} acked {r['received']:.0f} received",
+                      f"max {r['e2e_max']:.2f} ms | {r['acked']:.0f} acked {r['received']:.0f} received | "
+                      f"broker CPU {cpu_ms:.2f} ms/record | load {os.getloadavg()[0]:.1f}",
                       flush=True)
 
 

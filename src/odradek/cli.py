@@ -7,13 +7,23 @@ Subcommands read like Kafka's shell tools (``odradek topics --create --topic t -
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
+from odradek import event_loop
 from odradek.broker.config import BrokerConfig
 from odradek.cli_security import SecuredGroup, command_config_option, connect
 from odradek.errors import ErrorCode
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop ODRADEK_EVENT_LOOP asks for; a value we do not know is a usage error, not a traceback."""
+    try:
+        return event_loop.loop_factory()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
 
 
 def _parse_overrides(values: tuple[str, ...]) -> dict[str, str]:
@@ -73,6 +83,7 @@ def up(
     from odradek.runner import configure_logging, run_cluster
 
     configure_logging(log_level)
+    loop = _loop_factory()
     settings = _parse_overrides(overrides)
     try:
         broker_id = int(settings.pop("broker.id", broker_id))  # server.properties habit: the first broker's id
@@ -89,7 +100,7 @@ def up(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        asyncio.run(run_cluster(cluster, ready_file))
+        event_loop.run(run_cluster(cluster, ready_file), loop)
     except MigrationRefused as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -114,6 +125,7 @@ def broker(
     from odradek.runner import configure_logging, run_zookeeper_broker
 
     configure_logging(log_level)
+    loop = _loop_factory()
     settings = _parse_overrides(overrides)
     settings["broker.id"] = str(broker_id)
     settings["zookeeper.connect"] = zookeeper
@@ -124,7 +136,7 @@ def broker(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        asyncio.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port))
+        event_loop.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port), loop)
     except MigrationRefused as exc:
         raise click.ClickException(str(exc)) from exc
 

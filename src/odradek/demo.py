@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from odradek import event_loop
 from odradek.cli_output import progress
 from odradek.cluster import LocalCluster
 
@@ -42,7 +43,7 @@ class _ClusterThread:
 
     def __init__(self, cluster: LocalCluster) -> None:
         self.cluster = cluster
-        self.loop = asyncio.new_event_loop()
+        self.loop = event_loop.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="odradek-demo-cluster", daemon=True)
         self.thread.start()
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from odradek import event_loop
 from odradek.cluster import LocalCluster
 
 T = TypeVar("T")
@@ -34,7 +35,7 @@ class ThreadedCluster:
     """Brokers of a :class:`LocalCluster` serving on a background loop; every method blocks until done."""
 
     def __init__(self, brokers: int, data_dir: Path | str, **kwargs: Any) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = event_loop.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="odradek-cluster-loop", daemon=True)
         self.thread.start()
         self.cluster: LocalCluster = self.call(self._make(brokers, Path(data_dir), kwargs))

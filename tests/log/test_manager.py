@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 
 from logtest_helpers import T0, batch, read_all
 
@@ -85,8 +86,45 @@ def test_tick_writes_checkpoints_when_due(tmp_path, clock):
     assert not (tmp_path / HIGH_WATERMARK_FILE).exists()
     clock.advance(1000)
     manager.tick(clock.now_ms())
+    manager.wait_for_checkpoint()
     assert checkpoint.read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {("t", 0): 2}
     manager.close()
+
+
+def _held_writes(monkeypatch):
+    """Checkpoint writes wait for ``release`` and record the thread they ran on."""
+    release = threading.Event()
+    threads: list[str] = []
+    real = checkpoint.write_offsets
+
+    def held(path, offsets):
+        threads.append(threading.current_thread().name)
+        assert release.wait(30), "the test never released the checkpoint write"
+        real(path, offsets)
+
+    monkeypatch.setattr(checkpoint, "write_offsets", held)
+    return release, threads
+
+
+def test_tick_returns_while_the_checkpoint_is_written_on_its_own_thread(tmp_path, clock, monkeypatch):
+    """Six fsyncs per directory must not stall the broker's event loop (issue 11): the tick that finds a checkpoint
+    due hands the offsets it read to the checkpoint thread and returns while the write still waits here."""
+    manager = LogManager(tmp_path, clock, checkpoint_interval_ms=1000)
+    manager.load()
+    plog = _fill(manager, "t", 0, 2)
+    release, threads = _held_writes(monkeypatch)
+    clock.advance(1000)
+    manager.tick(clock.now_ms())  # returns although the write is held
+    _fill(manager, "t", 0, 1)  # after the tick read the offsets: the background checkpoint has 2, not 3
+    assert plog.high_watermark == 3
+    clock.advance(1000)
+    manager.tick(clock.now_ms())  # one checkpoint at a time: this tick starts none while the first is held
+    release.set()
+    manager.wait_for_checkpoint()
+    assert checkpoint.read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {("t", 0): 2}
+    assert threads and all(name.startswith("odradek-checkpoint") for name in threads)
+    manager.close()  # the final checkpoint, after the background one: the latest offsets win
+    assert checkpoint.read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {("t", 0): 3}
 
 
 def test_delete_partition_removes_its_data(tmp_path, clock):

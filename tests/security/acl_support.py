@@ -33,7 +33,7 @@ def call(cluster: ThreadedCluster, principal: str, key: int, version: int, reque
     async def run() -> Any:
         b = cluster.cluster.brokers[broker]
         api = b.services.apis[key]
-        ctx = RequestContext(b.services, key, version, 1, "acl-test", host, None, principal)
+        ctx = RequestContext(b.services, key, version, 1, "acl-test", host, principal=principal)
         response = await api.handle(ctx, request)
         if isinstance(response, Encoded):
             body = b"".join(bytes(x) for x in response.buffers)

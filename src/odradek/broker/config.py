@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.security.listeners import listener_setting
+from odradek.security.tls import TLS_DEFAULTS
+
 # name -> (type, default)
 BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "broker.id": (int, 0),
@@ -87,11 +90,37 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "sasl.mechanism.inter.broker.protocol": (str, "GSSAPI"),
     "connection.failed.authentication.delay.ms": (int, 100),
     "connections.max.reauth.ms": (int, 0),
+    **TLS_DEFAULTS,  # ssl.*: security/tls.py holds their names and Kafka's defaults
+    # connection limits (broker/limits.py); Kafka's max.connections and max.connections.per.ip are Integer.MAX
+    "max.connections": (int, 2147483647),
+    "max.connections.per.ip": (int, 2147483647),
+    "max.connections.per.ip.overrides": (str, ""),
+    "connections.max.idle.ms": (int, 600000),
 }
 
+SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key"})
+"""Kafka's PASSWORD-type configs among ours: DescribeConfigs reports them as sensitive, with no value."""
+
 LISTENER_PREFIX = "listener.name."
-"""Per-listener settings (``listener.name.sasl_plaintext.plain.sasl.jaas.config``, ...): any name under it is accepted
-as a string, as Kafka accepts them, and read through :func:`odradek.security.listeners.listener_setting`."""
+"""Kafka's per-listener overrides: ``listener.name.<listener, lower case>.<config>`` wins over ``<config>`` on that
+listener (KafkaConfig.valuesWithPrefixOverride). One of our own configs under it is typed as that config; any other
+name under it (``listener.name.sasl_plaintext.plain.sasl.jaas.config``, ...) is accepted as a string, as Kafka
+accepts them; read through :func:`odradek.security.listeners.listener_setting` or
+:meth:`BrokerConfig.for_listener`."""
+
+LISTENER_OVERRIDABLE = ("ssl.", "max.connections")
+
+
+def listener_override_base(name: str) -> str | None:
+    """The config a ``listener.name.<l>.<config>`` name overrides, or None if it is no such override."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    rest = name[len(LISTENER_PREFIX):]
+    listener, dot, base = rest.partition(".")
+    if not listener or not dot or base not in BROKER_DEFAULTS or not base.startswith(LISTENER_OVERRIDABLE):
+        return None
+    return base
+
 
 def _parse(name: str, kind: type, raw: str) -> Any:
     if kind is bool:
@@ -119,6 +148,10 @@ class BrokerConfig:
     ) -> BrokerConfig:
         values = {k: v for k, (_t, v) in BROKER_DEFAULTS.items()}
         for name, raw in (overrides or {}).items():
+            base = listener_override_base(name)
+            if base is not None:
+                values[name] = _parse(name, BROKER_DEFAULTS[base][0], raw)
+                continue
             if name.startswith(LISTENER_PREFIX) and len(name.split(".")) > 3:
                 values[name] = raw
                 continue
@@ -134,6 +167,10 @@ class BrokerConfig:
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """``name`` as the listener ``listener`` sees it: its ``listener.name.<l>.`` override, else the broker's."""
+        return listener_setting(self.values, listener, name)
 
     @property
     def broker_id(self) -> int:

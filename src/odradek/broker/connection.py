@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from kio.index import load_response_schema
 
-from odradek.broker.apis import Encoded, RequestContext
+from odradek.broker.apis import Encoded, RequestContext, produce
 from odradek.broker.faults import FaultState
 from odradek.broker.services import Services
 from odradek.clock import Clock
@@ -87,7 +87,6 @@ def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | 
         writer.write(pending)
 
 
-PRODUCE_KEY = 0
 PARKED = object()
 """What :meth:`Connection._produce` returns for a produce whose response an in-order writer sends later."""
 MAX_PARKED_PRODUCES = 100
@@ -96,7 +95,8 @@ are answered (librdkafka's max.in.flight is 1,000,000 without idempotence: TCP b
 
 
 class Listener(Protocol):
-    """What a connection needs of the listener that accepted it: whether it may serve yet, or still."""
+    """What a connection needs of the listener that accepted it: whether it may serve yet, or still, and the clock
+    its idle time is measured on."""
 
     serving: asyncio.Event
     stopping: bool
@@ -123,6 +123,24 @@ class Connection:
         self._tail: asyncio.Future[None] | None = None  # the writer of the last parked produce response
         self._parked = 0
         self._muted_until_ms = 0  # on the quota clock: the client is throttled until then
+        self.last_active_ms = listener.clock.monotonic_ms()  # the last request read or response written
+        self._handling = False
+        self.expired = False
+
+    def idle_since(self) -> int | None:
+        """When this connection last read or wrote, or None while a request of it is being handled (or it is
+        already being closed): what connections.max.idle.ms is measured from."""
+        if self._handling or self._parked or self.expired:
+            return None
+        return self.last_active_ms
+
+    def expire(self) -> None:
+        """Close it for having been idle (the serving loop ends on the closed socket)."""
+        self.expired = True
+        self.writer.close()
+
+    def _touch(self) -> None:
+        self.last_active_ms = self.listener.clock.monotonic_ms()
 
     async def serve(self) -> None:
         max_bytes = self.services.config["socket.request.max.bytes"]
@@ -154,16 +172,21 @@ class Connection:
                     return
                 await self._throttled()  # a parked produce may have been throttled while this was read
                 started = time.perf_counter()
+                self._touch()
+                self._handling = True
                 key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
                 sasl = self.sasl
                 if sasl is not None and (key in (SASL_HANDSHAKE, SASL_AUTHENTICATE) or not sasl.authenticated
                                          or sasl.session_expired()):
                     if not await self._sasl_step(frame, key):
                         return
+                    self._handling = False
+                    self._touch()
                     continue
                 if key == PRODUCE_KEY:
                     out = await self._produce(frame, started)
                     if out is PARKED:
+                        self._handling = False
                         if self._parked >= MAX_PARKED_PRODUCES and self._tail is not None:
                             await self._tail
                         continue
@@ -174,6 +197,8 @@ class Connection:
                 if out:
                     write_chunks(self.writer, out)  # type: ignore[arg-type]
                     await self.writer.drain()
+                self._handling = False
+                self._touch()
                 if key >= 0:
                     stats.request_done(key, (time.perf_counter() - started) * 1000)
         except FrameError as exc:
@@ -265,36 +290,45 @@ class Connection:
         return False
 
     async def _produce(self, frame: bytes, started: float) -> Any:
-        """Run a Produce; once its appends are done and it only waits for replication (acks=all), hand its response
-        to an in-order writer and return PARKED, so the next request is read while replication goes on. Kafka
-        mutes a connection for the whole request; here the appends still happen strictly in request order (the
-        next request is read only after this one appended), but one replication round covers every request a
-        pipelining producer (librdkafka's max.in.flight) has queued, instead of one round per request."""
-        replicating = asyncio.Event()
-        task = asyncio.ensure_future(self.dispatch(frame, replicating))
-        signal = asyncio.ensure_future(replicating.wait())
+        """Run a Produce up to its appends; if it then only waits for replication (acks=all), hand it to an
+        in-order writer and return PARKED, so the next request is read while replication goes on. Kafka mutes a
+        connection for the whole request; here the appends still happen strictly in request order (the next
+        request is read only after this one appended), and a request without a transactional id appends without
+        yielding to the event loop: every Produce already buffered on the connection is appended before a
+        follower's fetch is answered, so one replication round acknowledges all of them instead of one round each
+        (librdkafka without idempotence sends each record as its own request with ``linger.ms=0``)."""
+        decoded = self._decode(frame)
+        if isinstance(decoded, list):
+            return decoded
+        api, ctx, request = decoded
         try:
-            await asyncio.wait([task, signal], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            signal.cancel()
-        if task.done():
-            return task.result()
+            if request.transactional_id is None:
+                appended = produce.append_now(ctx, request)
+            else:
+                appended = await produce.append(ctx, request)
+            if not appended.waits:
+                return self._answer(ctx, await appended.response())
+        except (TypeError, AttributeError, ValueError) as exc:
+            return self._handler_failed(api, ctx, request, exc)
+        except KafkaError as exc:
+            return self._request_error(ctx.correlation_id, ctx, api.__name__.rsplit(".", 1)[1], exc)
         self._parked += 1
-        self._tail = asyncio.ensure_future(self._write_after(self._tail, task, started))
+        self._tail = asyncio.ensure_future(self._write_after(self._tail, ctx, appended, started))
         return PARKED
 
-    async def _write_after(self, previous: asyncio.Future[None] | None, task: asyncio.Future[Any],
-                           started: float) -> None:
+    async def _write_after(self, previous: asyncio.Future[None] | None, ctx: RequestContext,
+                           appended: produce.Appended, started: float) -> None:
         try:
+            response = await appended.response()
             if previous is not None:
                 await previous
-            out = await task
+            out = self._answer(ctx, response)
             if out:
                 write_chunks(self.writer, out)
                 await self.writer.drain()
+            self._touch()
             self.services.stats.request_done(PRODUCE_KEY, (time.perf_counter() - started) * 1000)
         except (ConnectionError, asyncio.CancelledError):
-            task.cancel()
             self.writer.close()
         except Exception:
             log.exception("closing connection %s after an unexpected error", self.peer)
@@ -302,8 +336,26 @@ class Connection:
         finally:
             self._parked -= 1
 
-    async def dispatch(self, frame: bytes, replicating: asyncio.Event | None = None,
-                       ) -> list[bytes | bytearray | memoryview] | None:
+    async def dispatch(self, frame: bytes) -> list[bytes | bytearray | memoryview] | None:
+        api = self.services.apis.get(peek_key_version(frame)[0])
+        if getattr(api, "RAW", False):
+            return await self._dispatch_raw(api, frame)
+        decoded = self._decode(frame)
+        if isinstance(decoded, list):
+            return decoded
+        api, ctx, request = decoded
+        try:
+            response = await api.handle(ctx, request)
+        except (TypeError, AttributeError, ValueError) as exc:
+            return self._handler_failed(api, ctx, request, exc)
+        except KafkaError as exc:
+            # A request-wide failure the handler chose not to fold into its response itself.
+            return self._request_error(ctx.correlation_id, ctx, api.__name__.rsplit(".", 1)[1], exc)
+        return self._answer(ctx, response)
+
+    def _decode(self, frame: bytes) -> tuple[Any, RequestContext, Any] | list[bytes | bytearray | memoryview]:
+        """The API module, context and request of a frame (kio-decoded), or a response already framed (ApiVersions
+        too new). Raises FrameError for what cannot be served."""
         key, version, correlation_id = peek_key_version(frame)
         apis = self.services.apis
         api = apis.get(key)
@@ -312,8 +364,6 @@ class Connection:
         if key == API_VERSIONS_KEY and version > api.MAX_VERSION:
             # KIP-511: answer a too-new ApiVersions with a v0 response carrying the error and our ranges.
             return encode_response(correlation_id, api.unsupported_version_response(apis))
-        if getattr(api, "RAW", False):
-            return await self._dispatch_raw(api, frame)
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
             raise FrameError(
                 f"unsupported version {version} of API {key} (supported {api.MIN_VERSION}-{api.MAX_VERSION})"
@@ -327,30 +377,30 @@ class Connection:
             raise FrameError(f"malformed request header: {exc}") from exc
         request = decode_body(frame, schema, body_offset)
         ctx = RequestContext(self.services, key, version, correlation_id, header.client_id, self.client_host,
-                             replicating, self.principal, self.listener_name, self.sasl,
+                             principal=self.principal, listener=self.listener_name, sasl=self.sasl,
                              size=len(frame))
-        try:
-            response = await api.handle(ctx, request)
-            if ctx.throttle_ms > 0:
-                self._mute(ctx.throttle_ms)
-        except (TypeError, AttributeError, ValueError) as exc:
-            name = api.__name__.rsplit(".", 1)[1]
-            null = forbidden_null(request)
-            if null is not None:
-                # kio decodes a null where the schema forbids one (an array length of -1, say); such a request is
-                # malformed, and the answer to a malformed request is a closed connection, not a guess.
-                raise FrameError(f"{name} v{version} request is malformed: {null} is null") from exc
-            log.exception("internal error handling %s v%d from %s", name, version, self.peer)
-            return self._internal_error(correlation_id, ctx, name)
-        except KafkaError as exc:
-            # A request-wide failure the handler chose not to fold into its response itself.
-            return self._request_error(correlation_id, ctx, api.__name__.rsplit(".", 1)[1], exc)
-        if response is None:  # acks=0 produce: no response at all
+        return api, ctx, request
+
+    def _handler_failed(self, api: Any, ctx: RequestContext, request: Any,
+                        exc: Exception) -> list[bytes | bytearray | memoryview]:
+        name = api.__name__.rsplit(".", 1)[1]
+        null = forbidden_null(request)
+        if null is not None:
+            # kio decodes a null where the schema forbids one (an array length of -1, say); such a request is
+            # malformed, and the answer to a malformed request is a closed connection, not a guess.
+            raise FrameError(f"{name} v{ctx.api_version} request is malformed: {null} is null") from exc
+        log.exception("internal error handling %s v%d from %s", name, ctx.api_version, self.peer)
+        return self._internal_error(ctx.correlation_id, ctx, name)
+
+    def _answer(self, ctx: RequestContext, response: Any) -> list[bytes | bytearray | memoryview] | None:
+        """The framed response (None for an acks=0 produce); a client over its quota is muted from now on."""
+        if ctx.throttle_ms > 0:
+            self._mute(ctx.throttle_ms)
+        if response is None:
             return None
         if isinstance(response, Encoded):
-            flexible = ctx.response_class.__header_schema__.__flexible__
-            return frame_encoded(correlation_id, flexible, response)
-        return encode_response(correlation_id, response)
+            return frame_encoded(ctx.correlation_id, ctx.response_class.__header_schema__.__flexible__, response)
+        return encode_response(ctx.correlation_id, response)
 
     def _mute(self, throttle_ms: int) -> None:
         """Kafka's ThrottledChannel: the throttle runs from when it was decided; the response still goes out."""
@@ -403,6 +453,7 @@ class Connection:
         except RequestFormatError as exc:
             raise FrameError(f"malformed controller request (API {api.API_KEY} v{version}): {exc}") from exc
         ctx = RequestContext(self.services, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.client_host, None, self.principal, self.listener_name)
+                             header.client_id, self.client_host, principal=self.principal,
+                             listener=self.listener_name)
         response = await api.handle(ctx, request)
         return [frame_response(header.correlation_id, encode_body(response))]

@@ -33,6 +33,7 @@ from odradek.broker.faults import FaultState
 from odradek.broker.fetcher import FetchSettings
 from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
+from odradek.broker.limits import ConnectionQuotas, LimitSettings, idle_expired
 from odradek.broker.link.acl_watch import AclWatch
 from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
@@ -68,6 +69,7 @@ from odradek.security.sasl import SaslSettings, sasl_settings
 from odradek.security.sasl_errors import SaslExchangeError
 from odradek.security.scram import ScramCredential, ScramFormatError
 from odradek.security.scram_store import read_credential
+from odradek.security.tls import ListenerTls
 from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
@@ -108,9 +110,10 @@ class Broker:
             listener.name: sasl_settings(config.values, listener.name, self._scram_credential)
             for listener in self.listeners.listeners if listener.sasl
         }
-        for listener in self.listeners.listeners:
-            if listener.tls:
-                raise ValueError(f"listener {listener.name}: {listener.protocol} is not supported yet")
+        self.tls: dict[str, ListenerTls] = {
+            listener.name: ListenerTls.build(functools.partial(config.for_listener, listener.name))
+            for listener in self.listeners.listeners if listener.tls
+        }
         first = self.listeners.advertised[0]
         self.host = first.host or config.host
         self.port = first.port
@@ -176,6 +179,10 @@ class Broker:
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self.limits = LimitSettings.from_values(config.values)
+        self.connection_quotas = ConnectionQuotas(self.limits, self.listeners.inter_broker,
+                                                  len(self.listeners.listeners))
+        self._live: set[Connection] = set()
         self.running = False
         self.stopping = False
         # set when the broker stopped itself (every log directory failed); its process should exit, as Kafka's halts
@@ -378,15 +385,46 @@ class Broker:
         if self.faults.isolated:
             writer.close()
             return
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if peer else ""
+        refused = self.connection_quotas.admit(listener.name, host)
+        if refused is not None:
+            log.info("broker %d: %s", self.broker_id, refused)
+            writer.close()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         self._writers.add(writer)
+        connection: Connection | None = None
         try:
-            await Connection(self.services, self, reader, writer, listener.name, self.sasl.get(listener.name)).serve()
+            tls = self.tls.get(listener.name)
+            certified = None
+            if tls is not None:
+                # before anything else: the handshake, and on SSL the client's certificate names it
+                certified = await tls.accept(writer, f"{host}:{peer[1]}" if peer else "?")
+                if certified is None:
+                    return
+            connection = Connection(self.services, self, reader, writer, listener.name, self.sasl.get(listener.name))
+            if certified is not None and not listener.sasl:
+                connection.principal = certified
+            self._live.add(connection)
+            await connection.serve()
         finally:
+            if connection is not None:
+                self._live.discard(connection)
             self._connections.discard(task)
             self._writers.discard(writer)
+            self.connection_quotas.release(listener.name, host)
+
+    def _close_idle(self) -> None:
+        """connections.max.idle.ms: close the connections that have neither read nor written for that long."""
+        now = self.clock.monotonic_ms()
+        idle_ms = self.limits.idle_ms
+        for connection in idle_expired(((c, c.idle_since()) for c in self._live), now, idle_ms):
+            log.info("broker %d: closing connection %s, idle for %d ms (connections.max.idle.ms=%d)",
+                     self.broker_id, connection.peer, now - connection.last_active_ms, idle_ms)
+            connection.expire()
 
     async def _tick_loop(self) -> None:
         lag_max = self.config["replica.lag.time.max.ms"]
@@ -403,6 +441,7 @@ class Broker:
                 # this long: the first thing to look at when a session expires under load.
                 log.warning("broker %d: event loop stalled for %.1f s", self.broker_id, late)
             await self.faults.resumed.wait()
+            self._close_idle()
             try:
                 now = self.clock.now_ms()
                 if self.replicas.logs is not None:

@@ -8,8 +8,9 @@ with ``sasl.mechanism.inter.broker.protocol`` and the username and password of t
 mechanism, as Kafka's inter-broker clients do, before it carries anything else. When the target gives the session a
 lifetime (``connections.max.reauth.ms``, KIP-368), the connection re-authenticates in place before it runs out.
 
-TLS goes here too: :attr:`OutgoingSecurity.ssl_context` (None today) is handed to the socket as it opens, so an SSL
-or SASL_SSL inter-broker listener only needs that context built from the ``ssl.*`` settings.
+TLS goes here too: on an SSL or SASL_SSL inter-broker listener :attr:`OutgoingSecurity.ssl_context` is the client
+context of :mod:`odradek.security.tls` (the listener's ``ssl.*`` settings, ``ssl.endpoint.identification.algorithm``
+checking the target's name or address), handed to the socket as it opens, before any SASL.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 from odradek.protocol.client import AsyncConnection
 from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
 from odradek.protocol.wire import Buffer
-from odradek.security.listeners import ListenerConfig
+from odradek.security.listeners import ListenerConfig, listener_setting
 from odradek.security.sasl import client_credentials
 from odradek.security.sasl_client import (
     AUTHENTICATE_VERSION,
@@ -39,6 +40,7 @@ from odradek.security.sasl_client import (
     sasl_tokens,
 )
 from odradek.security.scram import MECHANISMS, ScramFormatError
+from odradek.security.tls import TlsSettings, client_context
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +65,19 @@ class OutgoingSecurity:
         """The inter-broker listener's security from the broker's settings (refused at start-up when incomplete)."""
         name = listeners.inter_broker
         protocol = listeners.protocol_map.get(name, "PLAINTEXT")
+        context = None
+        if protocol in ("SSL", "SASL_SSL"):
+            # the inter-broker listener's ssl.* (listener.name.<l>.ssl.* first): its trust store checks the target,
+            # its key store is this broker's client certificate when the target asks for one
+            context = client_context(TlsSettings.resolve(lambda setting: listener_setting(values, name, setting)))
         if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
-            return cls(name, protocol)
+            return cls(name, protocol, ssl_context=context)
         mechanism = str(values.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI").upper()
         if mechanism != "PLAIN" and mechanism not in MECHANISMS:
             raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not supported by odradek "
                              f"(PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default is GSSAPI)")
         username, password = client_credentials(values, name, mechanism)
-        return cls(name, protocol, mechanism, username, password)
+        return cls(name, protocol, mechanism, username, password, context)
 
 
 PLAINTEXT = OutgoingSecurity()

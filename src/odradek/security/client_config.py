@@ -18,13 +18,13 @@ from pathlib import Path
 from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity
 from odradek.security.jaas import JaasError, parse_jaas
 from odradek.security.sasl_client import CLIENT_MECHANISMS
+from odradek.security.tls import TLS_DEFAULTS, TlsConfigError, TlsSettings, client_context
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 JAVA_ONLY = ("sasl.jaas.config", "ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.location",
              "ssl.keystore.location", "ssl.truststore.certificates", "ssl.keystore.key",
              "ssl.keystore.certificate.chain", "ssl.key.password", "ssl.truststore.password",
-             "ssl.keystore.password", "ssl.enabled.protocols", "ssl.protocol")
+             "ssl.keystore.password", "ssl.enabled.protocols", "ssl.protocol", "ssl.client.auth")
 
 
 class ClientConfigError(ValueError):
@@ -80,35 +80,12 @@ def sasl_credentials(props: Mapping[str, str]) -> tuple[str, str, str]:
 
 
 def client_ssl_context(props: Mapping[str, str]) -> ssl.SSLContext:
-    """A client TLS context from Kafka's ``ssl.*`` names (PEM stores only; JKS and PKCS12 are Java's)."""
-    for kind in ("truststore", "keystore"):
-        store_type = props.get(f"ssl.{kind}.type", "PEM" if f"ssl.{kind}.location" not in props else "JKS").upper()
-        if f"ssl.{kind}.location" in props and store_type != "PEM":
-            raise ClientConfigError(f"ssl.{kind}.type={store_type}: odradek's tools read PEM stores only "
-                                    f"(set ssl.{kind}.type=PEM)")
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    """A client TLS context from Kafka's ``ssl.*`` names, built as brokers build theirs (:mod:`odradek.security.tls`:
+    PEM stores only, Kafka's defaults for what the file leaves out)."""
     try:
-        if "ssl.truststore.location" in props:
-            context.load_verify_locations(cafile=props["ssl.truststore.location"])
-        if "ssl.truststore.certificates" in props:
-            context.load_verify_locations(cadata=props["ssl.truststore.certificates"])
-        if "ssl.keystore.location" in props:
-            context.load_cert_chain(props["ssl.keystore.location"], password=props.get("ssl.key.password"))
-    except (OSError, ssl.SSLError) as exc:
-        raise ClientConfigError(f"TLS stores: {exc}") from None
-    if "ssl.keystore.key" in props:
-        raise ClientConfigError("ssl.keystore.key (an inline key) is not read by odradek's tools: "
-                                "use ssl.keystore.location")
-    protocols = [p.strip() for p in props.get("ssl.enabled.protocols", "").split(",") if p.strip()]
-    if protocols:
-        unknown = [p for p in protocols if p not in TLS_VERSIONS]
-        if unknown:
-            raise ClientConfigError(f"ssl.enabled.protocols: {', '.join(unknown)} not supported (TLSv1.2, TLSv1.3)")
-        context.minimum_version = min(TLS_VERSIONS[p] for p in protocols)
-        context.maximum_version = max(TLS_VERSIONS[p] for p in protocols)
-    if props.get("ssl.endpoint.identification.algorithm", "https").strip() == "":
-        context.check_hostname = False  # Kafka's way of turning host name verification off
-    return context
+        return client_context(TlsSettings.resolve(lambda name: props.get(name, TLS_DEFAULTS[name][1])))
+    except TlsConfigError as exc:
+        raise ClientConfigError(str(exc)) from None
 
 
 def client_security(props: Mapping[str, str]) -> OutgoingSecurity:
@@ -142,6 +119,10 @@ def librdkafka_properties(props: Mapping[str, str]) -> dict[str, str]:
             out["ssl.key.location"] = props["ssl.keystore.location"]
             if "ssl.key.password" in props:
                 out["ssl.key.password"] = props["ssl.key.password"]
+        if "ssl.keystore.key" in props:
+            out["ssl.key.pem"] = props["ssl.keystore.key"]
+        if "ssl.keystore.certificate.chain" in props:
+            out["ssl.certificate.pem"] = props["ssl.keystore.certificate.chain"]
         if "ssl.endpoint.identification.algorithm" in props:
             algorithm = props["ssl.endpoint.identification.algorithm"].strip().lower()
             out["ssl.endpoint.identification.algorithm"] = algorithm or "none"

@@ -46,10 +46,6 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
-    # Set by a Produce handler once its appends are done and only the wait for replication remains: the connection
-    # may then read and run the client's next request, so one replication round acknowledges every request queued
-    # behind it (responses still leave in order).
-    replicating: asyncio.Event | None = None
     # Who sent the request, as Kafka's KafkaPrincipal string ("User:alice"): set by the connection once the listener
     # has authenticated it (TLS certificate or SASL); ANONYMOUS on a PLAINTEXT listener, as in Kafka.
     principal: str = "User:ANONYMOUS"
@@ -66,11 +62,17 @@ class RequestContext:
 
     @property
     def response_class(self) -> type[Any]:
-        return load_response_schema(self.api_key, self.api_version)
+        return _response_schema(self.api_key, self.api_version)
 
     @property
     def response_module(self) -> types.ModuleType:
         return _module_of(self.response_class)
+
+
+@functools.cache
+def _response_schema(api_key: int, api_version: int) -> type[Any]:
+    """kio resolves the class by module name on every call: cached, as every response asks for it."""
+    return load_response_schema(api_key, api_version)
 
 
 def deadline_of(timeout: datetime.timedelta) -> float | None:

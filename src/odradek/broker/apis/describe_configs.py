@@ -15,7 +15,7 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.broker.config import BROKER_DEFAULTS
+from odradek.broker.config import BROKER_DEFAULTS, SENSITIVE
 from odradek.broker.topic_config import describe, validate_overrides
 from odradek.errors import ErrorCode, KafkaError
 
@@ -26,6 +26,7 @@ MAX_VERSION = 4
 TOPIC, BROKER = 2, 4
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 _TYPES = {bool: 1, str: 2, int: 5}
+PASSWORD_TYPE = 9  # Kafka's ConfigType.PASSWORD: keys and passwords are never sent back
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -70,10 +71,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     value = services.config[name]
                     text = None if value is None else (str(value).lower() if kind is bool else str(value))
                     source = DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG
+                    sensitive = name in SENSITIVE
                     entries.append(
                         entry_cls(
-                            name=name, value=text, read_only=True, config_source=source, is_sensitive=False,
-                            is_default=source == DEFAULT_CONFIG, synonyms=(), config_type=_TYPES.get(kind, 2),
+                            name=name, value=None if sensitive else text, read_only=True, config_source=source,
+                            is_sensitive=sensitive, is_default=source == DEFAULT_CONFIG, synonyms=(),
+                            config_type=PASSWORD_TYPE if sensitive else _TYPES.get(kind, 2),
                             documentation=None,
                         )
                     )

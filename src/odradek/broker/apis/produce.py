@@ -61,20 +61,63 @@ class _Pending:
     verification: object = None  # the log's token while the coordinator is asked
 
 
+@dataclass(slots=True)
+class Appended:
+    """A Produce whose appends are done: what is left is waiting for replication (acks=all) and the response."""
+
+    ctx: RequestContext
+    acks: int
+    timeout_s: float
+    results: list[tuple[str, list[ProducePartitionResult]]]
+    waits: list[tuple[ProducePartitionResult, Partition, int]]
+
+    async def response(self) -> Encoded | None:
+        """The response once every acks=all partition is replicated (or timed out); None for acks=0. The request
+        is recorded against the client's quota now, when it is done, and ``ctx.throttle_ms`` set."""
+        if self.waits:
+            await asyncio.gather(*(_await_replication(r, p, offset, self.timeout_s) for r, p, offset in self.waits))
+        ctx = self.ctx
+        ctx.throttle_ms = ctx.services.quotas.throttle_produce(ctx.principal, ctx.client_id, ctx.size)
+        if self.acks == 0:
+            return None
+        return Encoded(encode_produce_response(ctx.api_version, self.results, ctx.throttle_ms))
+
+
 async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
+    return await (await append(ctx, request)).response()
+
+
+async def append(ctx: RequestContext, request: Any) -> Appended:
+    """Check and append every partition; a transactional request first asks its coordinator (KIP-890)."""
+    results, pending = _stage(ctx, request)
+    await _verify(ctx, request.transactional_id, pending)
+    return _append(ctx, request, results, pending)
+
+
+def append_now(ctx: RequestContext, request: Any) -> Appended:
+    """:func:`append` for a request without a transactional id, which has no coordinator to ask: it runs without
+    yielding to the event loop, so a connection appends every Produce already in its buffer before any follower's
+    fetch is answered, and one replication round carries them all."""
+    if request.transactional_id is not None:
+        raise ValueError("a transactional Produce must go through append()")
+    results, pending = _stage(ctx, request)
+    return _append(ctx, request, results, pending)
+
+
+def _stage(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[ProducePartitionResult]]],
+                                                         list[_Pending]]:
     services = ctx.services
     acks = request.acks
-    timeout_s = request.timeout.total_seconds()
     results: list[tuple[str, list[ProducePartitionResult]]] = []
     pending: list[_Pending] = []
     denied: set[str] = set()
     if services.authorizer is not None:
         if not _transactional_id_authorized(ctx, request):
-            if acks == 0:
-                return None
-            return Encoded(encode_produce_response(ctx.api_version, [
-                (t.name, [ProducePartitionResult(p.index, int(ErrorCode.transactional_id_authorization_failed))
-                          for p in t.partition_data]) for t in request.topic_data]))
+            for t in request.topic_data:
+                results.append((t.name, [
+                    ProducePartitionResult(p.index, int(ErrorCode.transactional_id_authorization_failed))
+                    for p in t.partition_data]))
+            return results, pending
         names = {t.name for t in request.topic_data}
         denied = names - authz.authorized_names(ctx, authz.Operation.WRITE, authz.ResourceType.TOPIC, names)
     for topic in request.topic_data:
@@ -101,7 +144,13 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
                 pending.append(item)
             except KafkaError as exc:
                 _refuse(result, topic.name, pdata.index, exc)
-    await _verify(ctx, request.transactional_id, pending)
+    return results, pending
+
+
+def _append(ctx: RequestContext, request: Any, results: list[tuple[str, list[ProducePartitionResult]]],
+            pending: list[_Pending]) -> Appended:
+    services = ctx.services
+    acks = request.acks
     waits: list[tuple[ProducePartitionResult, Partition, int]] = []
     for item in pending:
         result, index = item.result, item.data.index
@@ -130,14 +179,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded | None:
                 waits.append((result, part, appended.last_offset + 1))
         except KafkaError as exc:
             _refuse(result, item.topic, index, exc)
-    if waits:
-        if ctx.replicating is not None:
-            ctx.replicating.set()
-        await asyncio.gather(*(_await_replication(r, p, offset, timeout_s) for r, p, offset in waits))
-    ctx.throttle_ms = services.quotas.throttle_produce(ctx.principal, ctx.client_id, ctx.size)
-    if acks == 0:
-        return None
-    return Encoded(encode_produce_response(ctx.api_version, results, ctx.throttle_ms))
+    return Appended(ctx, acks, request.timeout.total_seconds(), results, waits)
 
 
 def _refuse(result: ProducePartitionResult, topic: str, index: int, exc: KafkaError) -> None:

@@ -130,6 +130,15 @@ class LogManager:
             else None
         )
         self._flushing: dict[TopicPartition, concurrent.futures.Future[None]] = {}
+        # Checkpoints are six fsyncs per directory: written on a thread of their own (Kafka's scheduler thread),
+        # they no longer stall the event loop, and every request waiting on it, for tens of milliseconds every
+        # few seconds (bench/RESULTS.md, issue 11). The offsets are read on the caller's thread.
+        self._checkpoint_pool = (
+            concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="odradek-checkpoint")
+            if background_cleaning
+            else None
+        )
+        self._checkpointing: concurrent.futures.Future[list[tuple[Path, OSError]]] | None = None
         self._last_checkpoint_ms = clock.now_ms()
         self._loaded = False
 
@@ -463,9 +472,20 @@ class LogManager:
             self._last_sweep_ms = now_ms
             cost_ms = (time.perf_counter() - started) * 1000
             self._sweep_interval_ms = max(SWEEP_INTERVAL_MS, int(cost_ms * SWEEP_COST_SHARE))
-        if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms:
-            self.checkpoint()
+        self._collect_checkpoint()
+        if now_ms - self._last_checkpoint_ms >= self.checkpoint_interval_ms and self._checkpointing is None:
+            if self._checkpoint_pool is None:
+                self.checkpoint()
+            else:
+                self._checkpointing = self._checkpoint_pool.submit(_write_checkpoints, self._checkpoint_offsets())
             self._last_checkpoint_ms = now_ms
+
+    def _collect_checkpoint(self) -> None:
+        """The outcome of a background checkpoint that has finished, handled on the caller's thread."""
+        if self._checkpointing is None or not self._checkpointing.done():
+            return
+        done, self._checkpointing = self._checkpointing, None
+        self._checkpoint_failed(done.result())
 
     def _sweep(self, now_ms: int, retention: bool) -> None:
         for tp, plog in list(self._logs.items()):
@@ -524,35 +544,49 @@ class LogManager:
         concurrent.futures.wait([*self._cleaning.values(), *self._flushing.values()], timeout=timeout_s)
 
     def checkpoint(self) -> None:
-        """Write the three offset checkpoints of every online log directory (each atomically). A directory whose
-        checkpoint fails goes offline (several directories) or fails the call (one directory)."""
-        failed: OSError | None = None
+        """Write the three offset checkpoints of every online log directory (each atomically), after any background
+        checkpoint still being written. A directory whose checkpoint fails goes offline (several directories) or
+        fails the call (one directory)."""
+        if self._checkpointing is not None:
+            concurrent.futures.wait([self._checkpointing])
+            self._collect_checkpoint()
+        self._checkpoint_failed(_write_checkpoints(self._checkpoint_offsets()))
+
+    def _checkpoint_offsets(self) -> list[tuple[Path, dict[str, dict[TopicPartition, int]]]]:
+        """Per online directory, the recovery points, log start offsets and high watermarks of its online logs."""
+        out = []
         for directory in self.log_dirs:
             if directory in self.offline_dirs:
                 continue
             logs = {tp: p for tp, p in self.logs_in(directory).items() if not p.offline}
-            try:
-                checkpoint.write_offsets(directory / RECOVERY_POINT_FILE,
-                                         {tp: p.recovery_point for tp, p in logs.items()})
-                checkpoint.write_offsets(directory / LOG_START_FILE,
-                                         {tp: p.log_start_offset for tp, p in logs.items()})
-                checkpoint.write_offsets(directory / HIGH_WATERMARK_FILE,
-                                         {tp: p.high_watermark for tp, p in logs.items()})
-            except OSError as exc:
-                log.error("writing checkpoints in %s failed: %s", directory, exc)
-                if len(self.log_dirs) == 1:
-                    failed = exc
-                else:
-                    self.fail_dir(directory, exc)
-        if failed is not None:
-            raise KafkaError(ErrorCode.kafka_storage_error, f"checkpoint failed: {failed}") from failed
+            out.append((directory, {
+                RECOVERY_POINT_FILE: {tp: p.recovery_point for tp, p in logs.items()},
+                LOG_START_FILE: {tp: p.log_start_offset for tp, p in logs.items()},
+                HIGH_WATERMARK_FILE: {tp: p.high_watermark for tp, p in logs.items()},
+            }))
+        return out
+
+    def _checkpoint_failed(self, failures: list[tuple[Path, OSError]]) -> None:
+        for directory, exc in failures:
+            log.error("writing checkpoints in %s failed: %s", directory, exc)
+            if len(self.log_dirs) == 1:
+                raise KafkaError(ErrorCode.kafka_storage_error, f"checkpoint failed: {exc}") from exc
+            if directory not in self.offline_dirs:
+                self.fail_dir(directory, exc)
+
+    def wait_for_checkpoint(self) -> None:
+        """Block until a background checkpoint has been written and its outcome handled (tests)."""
+        if self._checkpointing is not None:
+            concurrent.futures.wait([self._checkpointing])
+        self._collect_checkpoint()
 
     def abandon(self) -> None:
         """Stop background work without flushing, closing or checkpointing: what a crash leaves on disk."""
         self._stop_moves()
-        for pool in (self._cleaner_pool, self._flusher_pool):
+        for pool in (self._cleaner_pool, self._flusher_pool, self._checkpoint_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+        self._checkpointing = None
         for plog in self._logs.values():
             plog.detach()  # descriptors go as a dead process's would; nothing is written
         self._logs.clear()
@@ -560,14 +594,13 @@ class LogManager:
     def close(self) -> None:
         """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
         self._stop_moves()  # an unfinished move's -future directory is removed by the next load
-        for pool in (self._cleaner_pool, self._flusher_pool):
+        for pool in (self._cleaner_pool, self._flusher_pool, self._checkpoint_pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         logs = list(self._logs.items())
-        # fsyncs release the GIL and the disk takes many at once: closing logs in parallel is what lets a
-        # broker with 10,000 logs stop in seconds rather than one fsync after another.
-        # Their fsyncs are deferred to one filesystem barrier per directory (see durability): the marker below
-        # promises only that all of it is durable, which the barrier gives for a fraction of the disk's time.
+        # Logs close in parallel (file I/O releases the GIL) and their fsyncs are deferred to one filesystem
+        # barrier per directory (see durability): the marker below promises only that all of it is durable, which
+        # the barrier gives for a fraction of the disk's time that tens of thousands of fsyncs would take.
         with concurrent.futures.ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="log-close") as pool:
             closed = list(pool.map(_close_log, logs))
         clean = all(closed)
@@ -586,6 +619,20 @@ class LogManager:
                 if directory not in self.offline_dirs:
                     checkpoint.write_atomically(directory / CLEAN_SHUTDOWN_FILE, "")
         self._logs.clear()
+
+
+def _write_checkpoints(offsets: list[tuple[Path, dict[str, dict[TopicPartition, int]]]],
+                       ) -> list[tuple[Path, OSError]]:
+    """Write each directory's checkpoint files; the directories that failed, with why (their files stay as they
+    were: each is replaced atomically)."""
+    failed = []
+    for directory, files in offsets:
+        try:
+            for name, values in files.items():
+                checkpoint.write_offsets(directory / name, values)
+        except OSError as exc:
+            failed.append((directory, exc))
+    return failed
 
 
 def _close_log(item: tuple[tuple[str, int], PartitionLog]) -> bool:
