@@ -14,6 +14,7 @@ import click
 
 from odradek import event_loop
 from odradek.broker.config import BrokerConfig
+from odradek.cli_security import SecuredGroup, command_config_option, connect
 from odradek.errors import ErrorCode
 
 
@@ -47,7 +48,7 @@ def _version() -> str:
         return __version__
 
 
-@click.group()
+@click.group(cls=SecuredGroup)
 @click.version_option(version=_version(), message="%(version)s", prog_name="odradek")
 def main() -> None:
     """odradek: a Kafka-compatible commit-log cluster."""
@@ -152,17 +153,17 @@ def broker(
 @click.option("--config", "configs", multiple=True, help="topic config as key=value")
 @click.option("--under-replicated-partitions", is_flag=True, help="with --describe: only under-replicated ones")
 @click.option("--unavailable-partitions", is_flag=True, help="with --describe: only partitions without a leader")
+@command_config_option()
 def topics(
     bootstrap: str, action: str | None, topic: str | None, partitions: int, replication_factor: int,
     configs: tuple[str, ...], under_replicated_partitions: bool, unavailable_partitions: bool,
+    command_config: dict[str, str],
 ) -> None:
     """Create, list, describe and delete topics, as kafka-topics.sh does."""
     from odradek.admin import create_topic, delete_topic, describe_topics, list_topics
-    from odradek.client import KafkaConnection
-
     if action is None:
         raise click.UsageError("one of --create, --list, --describe, --delete is required")
-    with KafkaConnection(bootstrap) as conn:
+    with connect(bootstrap, command_config) as conn:
         if action == "list":
             for name in list_topics(conn):
                 click.echo(name)

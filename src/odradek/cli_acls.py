@@ -5,19 +5,21 @@ The options are kafka-acls.sh's (``--add``/``--remove``/``--list``, ``--allow-pr
 ``--cluster``, ``--transactional-id``, ``--resource-pattern-type``, ``--producer``/``--consumer``/``--idempotent``,
 ``--force``) and so is the output ("Adding ACLs for resource `ResourcePattern(...)`", "Current ACLs for resource
 ..."), so scripts written against Kafka's tool read it. ``--command-config`` reads client properties
-(``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ...) from a file, as kafka-acls.sh does, and
-``--command-property`` passes single librdkafka settings, for a cluster reachable only over SASL or TLS.
+(``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ...) from a file, as kafka-acls.sh does
+(:mod:`odradek.cli_security`), and ``--command-property`` passes single librdkafka settings, for a cluster reachable
+only over SASL or TLS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import click
 
-from odradek.cli_output import kafka_config, wait_result
+from odradek.cli_output import wait_result
+from odradek.cli_security import admin as secured_admin
+from odradek.cli_security import command_config_option
 from odradek.security.acl import CLUSTER_NAME, WILDCARD, Operation
 
 OPERATIONS = [op.pascal for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY)]
@@ -106,28 +108,22 @@ def _principal(text: str) -> str:
 @click.option("--consumer", is_flag=True, help="READ, DESCRIBE on --topic; READ on --group")
 @click.option("--idempotent", is_flag=True, help="with --producer: IDEMPOTENT_WRITE on the cluster")
 @click.option("--force", is_flag=True, help="remove without asking")
-@click.option("--command-config", "command_config", default=None, type=click.Path(path_type=Path, exists=True),
-              help="client properties file (security.protocol, sasl.mechanism, sasl.username, ...)")
+@command_config_option()
 @click.option("--command-property", "properties", multiple=True, help="librdkafka setting name=value (repeatable)")
 def acls(
     bootstrap: str, action: str | None, allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
     list_principals: tuple[str, ...], allow_host: tuple[str, ...], deny_host: tuple[str, ...],
     operations: tuple[str, ...], topics: tuple[str, ...], groups: tuple[str, ...], cluster: bool,
     transactional_ids: tuple[str, ...], pattern: str, producer: bool, consumer: bool, idempotent: bool, force: bool,
-    command_config: Path | None, properties: tuple[str, ...],
+    command_config: dict[str, str], properties: tuple[str, ...],
 ) -> None:
     """Add, remove and list ACLs, as kafka-acls.sh does."""
-    from confluent_kafka.admin import AdminClient
-
-    from odradek.cli_scram import read_command_config
-
     if action is None:
         raise click.UsageError("Command must include exactly one action: --list, --add, --remove")
     pattern = pattern.upper()
     if action == "add" and pattern not in ("LITERAL", "PREFIXED"):
         raise click.UsageError(f"A '--resource-pattern-type' value of '{pattern}' is not valid when adding acls.")
-    admin = AdminClient({**kafka_config(bootstrap), **read_command_config(command_config),
-                         **kafka_config(bootstrap, properties)})
+    admin = secured_admin(bootstrap, command_config, properties)
     if action == "list":
         _list(admin, _resources(topics, groups, cluster, transactional_ids, pattern), list_principals)
         return

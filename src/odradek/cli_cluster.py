@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from odradek.admin import metadata, request_schema
+from odradek.cli_security import command_config_option, connect
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.placement import BrokerMetadata
@@ -31,16 +32,17 @@ TP = tuple[str, int]
 Outcome = tuple[ErrorCode, str | None]
 
 
-def controller_connection(bootstrap: str, timeout_s: float = 30.0) -> KafkaConnection:
+def controller_connection(bootstrap: str, properties: Mapping[str, str] | None = None,
+                          timeout_s: float = 30.0) -> KafkaConnection:
     """A connection to the broker Metadata names as controller, retried while a controller election runs."""
     deadline = time.monotonic() + timeout_s
     while True:
-        with KafkaConnection(bootstrap) as conn:
+        with connect(bootstrap, properties or {}) as conn:
             response = metadata(conn, [])
         brokers = {b.node_id: b for b in response.brokers}
         controller = brokers.get(response.controller_id)
         if controller is not None:
-            return KafkaConnection(f"{controller.host}:{controller.port}")
+            return connect(f"{controller.host}:{controller.port}", properties or {})
         if time.monotonic() > deadline:
             raise click.ClickException("the cluster has no controller")
         time.sleep(0.2)
@@ -187,9 +189,10 @@ def _names(tps: Iterable[TP]) -> str:
 @click.option("--watch", is_flag=True, help="with --verify: poll until every reassignment is done, with a progress bar")
 @click.option("--timeout", "timeout_s", default=600.0, show_default=True, type=float,
               help="with --verify --watch: give up after this many seconds")
+@command_config_option()
 def reassign(
     bootstrap: str, action: str | None, topics_to_move_json_file: Path | None, reassignment_json_file: Path | None,
-    broker_list: str | None, disable_rack_aware: bool, watch: bool, timeout_s: float,
+    broker_list: str | None, disable_rack_aware: bool, watch: bool, timeout_s: float, command_config: dict[str, str],
 ) -> None:
     """Move partition replicas between brokers, as kafka-reassign-partitions.sh does."""
     if action is None:
@@ -199,7 +202,7 @@ def reassign(
             raise click.UsageError("--generate needs --topics-to-move-json-file and --broker-list")
         topics = parse_topics_to_move_json(topics_to_move_json_file.read_text())
         wanted = [int(b) for b in broker_list.split(",") if b.strip()]
-        with KafkaConnection(bootstrap) as conn:
+        with connect(bootstrap, command_config) as conn:
             response = metadata(conn, topics)
             racks = {b.node_id: b.rack for b in response.brokers}
             current = partition_assignment(conn, topics)
@@ -217,7 +220,7 @@ def reassign(
     if reassignment_json_file is None:
         raise click.UsageError(f"--{action} needs --reassignment-json-file")
     targets = parse_reassignment_json(reassignment_json_file.read_text())
-    with controller_connection(bootstrap) as conn:
+    with controller_connection(bootstrap, command_config) as conn:
         current = partition_assignment(conn, sorted({t for t, _p in targets}))
         missing = [tp for tp in targets if tp not in current]
         if missing:
@@ -287,9 +290,10 @@ def _watch(conn: KafkaConnection, targets: Mapping[TP, list[int]], timeout_s: fl
 @click.option("--all-topic-partitions", is_flag=True)
 @click.option("--path-to-json-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help='{"partitions":[{"topic":...,"partition":...}]}')
+@command_config_option("--admin.config")
 def elect(
     bootstrap: str, election: int | None, election_name: str | None, topic: str | None, partition: int | None,
-    all_topic_partitions: bool, path_to_json_file: Path | None,
+    all_topic_partitions: bool, path_to_json_file: Path | None, command_config: dict[str, str],
 ) -> None:
     """Run a preferred or unclean leader election, as kafka-leader-election.sh does."""
     if election_name is not None:
@@ -301,7 +305,7 @@ def elect(
         raise click.UsageError("give exactly one of --all-topic-partitions, --topic/--partition, --path-to-json-file")
     if partition is not None and topic is None:
         raise click.UsageError("--partition needs --topic")
-    with controller_connection(bootstrap) as conn:
+    with controller_connection(bootstrap, command_config) as conn:
         wanted: list[TP] | None = None
         if path_to_json_file is not None:
             try:

@@ -15,13 +15,14 @@ quota keys (kafka-configs.sh refuses that too), and ``--describe`` of users list
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
-from odradek.cli_output import admin_client, kafka_config, wait_result
-from odradek.cli_scram import SCRAM_MECHANISMS, alter_users, describe_users, read_command_config
+from odradek.cli_output import wait_result
+from odradek.cli_scram import SCRAM_MECHANISMS, alter_users, describe_users
+from odradek.cli_security import admin as secured_admin
+from odradek.cli_security import command_config_option, connect
 
 ENTITY_TYPES = ("topics", "brokers", "users", "clients")
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id"}
@@ -109,12 +110,11 @@ def _resource(entity_type: str, name: str, **kwargs: Any) -> Any:
 @click.option("--add-config", "add_config", default=None, help="k1=v1,k2=[v1,v2,v2],k3=v3")
 @click.option("--delete-config", "delete_config", multiple=True, help="k1,k2 (repeatable)")
 @click.option("--all", "show_all", is_flag=True, help="with --describe: every config, not only the dynamic ones")
-@click.option("--command-config", "command_config", default=None, type=click.Path(path_type=Path, exists=True),
-              help="client properties (security.protocol, sasl.mechanism, sasl.username, ...)")
+@command_config_option()
 def configs(
     bootstrap: str, action: str | None, entity_types: tuple[str, ...], entity_names: tuple[str, ...],
     entity_default: tuple[bool, ...], topic: str | None, broker: str | None, add_config: str | None,
-    delete_config: tuple[str, ...], show_all: bool, command_config: Path | None,
+    delete_config: tuple[str, ...], show_all: bool, command_config: dict[str, str],
 ) -> None:
     """Describe and alter topic, broker, user (quotas, SCRAM credentials) and client-quota configs, as
     kafka-configs.sh does."""
@@ -133,14 +133,10 @@ def configs(
         raise click.UsageError(f"Duplicate entity type(s) specified: {','.join(duplicates)}")
     if len(entity_types) > 1 and set(entity_types) != set(QUOTA_ENTITY_TYPES):
         raise click.UsageError("Only 'users' and 'clients' entity types may be specified together")
-    client_properties = read_command_config(command_config)
+    client_properties = command_config
 
     def make_admin() -> Any:
-        if client_properties:
-            from confluent_kafka.admin import AdminClient
-
-            return AdminClient({**kafka_config(bootstrap), **client_properties})
-        return admin_client(bootstrap)
+        return secured_admin(bootstrap, client_properties)
 
     if entity_types[0] in QUOTA_ENTITY_TYPES:
         _client_configs(bootstrap, make_admin, client_properties, action, list(entity_types), names_in_order,
@@ -213,10 +209,7 @@ def _client_configs(bootstrap: str, admin: Callable[[], Any], client_properties:
     lone_user = types == ["users"]
     user = names[0] if lone_user and names else None
     if action == "describe":
-        if lone_user and _over_sasl(client_properties):
-            click.echo("Client quotas are not shown: odradek's own client reads them over PLAINTEXT only", err=True)
-        else:
-            _quota_configs(bootstrap, client_properties, action, types, names, add_config, delete_config)
+        _quota_configs(bootstrap, client_properties, action, types, names, add_config, delete_config)
         if lone_user and user != "":
             describe_users(admin(), user)
         return
@@ -245,21 +238,17 @@ def _client_configs(bootstrap: str, admin: Callable[[], Any], client_properties:
 def _quota_configs(bootstrap: str, client_properties: dict[str, str], action: str, types: list[str],
                    names: list[str], add_config: str | None, delete_config: tuple[str, ...]) -> None:
     from odradek.admin import alter_client_quotas, describe_client_quotas
-    from odradek.client import KafkaConnection
     from odradek.errors import ErrorCode, KafkaError
 
     if len(names) > len(types):
         raise click.UsageError("More entity names specified than entity types")
-    if _over_sasl(client_properties):
-        raise click.UsageError("client quotas are read and altered over a PLAINTEXT listener only (odradek's own "
-                               "client has no SASL yet)")
     # DescribeClientQuotas filter components: a name is an exact match, a default the default, none any name.
     components = [
         (QUOTA_ENTITY_TYPES[t], 2, None) if i >= len(names) else
         (QUOTA_ENTITY_TYPES[t], 1, None) if names[i] == "" else (QUOTA_ENTITY_TYPES[t], 0, names[i])
         for i, t in enumerate(types)
     ]
-    with KafkaConnection(bootstrap, client_id="odradek-configs") as conn:
+    with connect(bootstrap, client_properties, client_id="odradek-configs") as conn:
         try:
             found = describe_client_quotas(conn, components, strict=True)
         except KafkaError as exc:
@@ -303,6 +292,3 @@ def _quota_configs(bootstrap: str, client_properties: dict[str, str], action: st
         click.echo(f"Completed updating default config for {types[0]} in the cluster.")
 
 
-
-def _over_sasl(client_properties: dict[str, str]) -> bool:
-    return client_properties.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT"

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import kafka_config
+from odradek.cli_security import command_config_option, rdkafka_config
 
 TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 
@@ -77,9 +77,10 @@ def format_message(message: Any, props: dict[str, str]) -> bytes:
 @click.option("--compression-codec", default="none", show_default=True,
               type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]))
 @click.option("--sync", is_flag=True, help="wait for each record's acknowledgement before sending the next")
+@command_config_option("--producer.config")
 def produce(
     bootstrap: str, topic: str, properties: tuple[str, ...], producer_properties: tuple[str, ...],
-    request_required_acks: str, compression_codec: str, sync: bool,
+    request_required_acks: str, compression_codec: str, sync: bool, command_config: dict[str, str],
 ) -> None:
     """Send each line of stdin as one record, as kafka-console-producer.sh does."""
     from confluent_kafka import Producer
@@ -87,7 +88,7 @@ def produce(
     props = _properties(properties)
     parse_key = _flag(props, "parse.key")
     separator = props.get("key.separator", "\t")
-    config = kafka_config(bootstrap, producer_properties)
+    config = rdkafka_config(bootstrap, command_config, producer_properties)
     config.setdefault("acks", request_required_acks)
     config.setdefault("compression.type", compression_codec)
     config.setdefault("linger.ms", 5)
@@ -135,10 +136,11 @@ def produce(
 @click.option("--property", "properties", multiple=True,
               help="print.key=true, key.separator=:, print.timestamp/partition/offset/headers/value")
 @click.option("--consumer-property", "consumer_properties", multiple=True, help="librdkafka consumer config")
+@command_config_option("--consumer.config")
 def consume(
     bootstrap: str, topic: str, group: str | None, from_beginning: bool, partition: int | None, offset: str | None,
     max_messages: int | None, timeout_ms: int | None, properties: tuple[str, ...],
-    consumer_properties: tuple[str, ...],
+    consumer_properties: tuple[str, ...], command_config: dict[str, str],
 ) -> None:
     """Print the topic's records to stdout, one per line, as kafka-console-consumer.sh does."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
@@ -148,7 +150,7 @@ def consume(
     if offset is not None and from_beginning:
         raise click.UsageError("Options from-beginning and offset cannot be specified together.")
     props = _properties(properties)
-    config = kafka_config(bootstrap, consumer_properties)
+    config = rdkafka_config(bootstrap, command_config, consumer_properties)
     config.setdefault("group.id", group or f"console-consumer-{random.randrange(100000)}")
     config.setdefault("enable.auto.commit", group is not None)
     config.setdefault("auto.offset.reset", "earliest" if from_beginning else "latest")

@@ -17,7 +17,9 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import MISSING, admin_client, print_table, wait_result
+from odradek.cli_output import MISSING, print_table, wait_result
+from odradek.cli_security import admin as secured_admin
+from odradek.cli_security import command_config_option
 
 TP = tuple[str, int]
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group has no committed offset for the partition
@@ -195,15 +197,16 @@ def describe_rows(admin: Any, group: str) -> tuple[str, list[list[object]]]:
 @click.option("--to-datetime", default=None, help="yyyy-MM-ddTHH:mm:SS.sss[zone]: the first offset at or after it")
 @click.option("--dry-run", is_flag=True, help="with --reset-offsets: only show the new offsets (the default)")
 @click.option("--execute", is_flag=True, help="with --reset-offsets: commit the new offsets")
+@command_config_option()
 def groups(
     bootstrap: str, action: str | None, groups: tuple[str, ...], all_groups: bool, topics: tuple[str, ...],
     all_topics: bool, scenario: str | None, to_offset: int | None, shift_by: int | None, to_datetime: str | None,
-    dry_run: bool, execute: bool,
+    dry_run: bool, execute: bool, command_config: dict[str, str],
 ) -> None:
     """List, describe, delete consumer groups and reset their offsets, as kafka-consumer-groups.sh does."""
     if action is None:
         raise click.UsageError("Command must include exactly one action: --list, --describe, --delete, --reset-offsets")
-    admin = admin_client(bootstrap)
+    admin = secured_admin(bootstrap, command_config)
     if action == "list":
         listed = wait_result(admin.list_consumer_groups())
         for listing in sorted(listed.valid, key=lambda g: g.group_id):

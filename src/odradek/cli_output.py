@@ -70,12 +70,6 @@ def kafka_config(bootstrap: str, properties: Sequence[str] = ()) -> dict[str, An
     return config
 
 
-def admin_client(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(kafka_config(bootstrap))
-
-
 def wait_result(future: Any, timeout: float = 30.0) -> Any:
     """A confluent-kafka future's result; a KafkaException becomes a one-line CLI error with Kafka's code name."""
     from confluent_kafka import KafkaException

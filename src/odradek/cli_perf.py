@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import echo_beside, kafka_config, progress
+from odradek.cli_output import echo_beside, progress
+from odradek.cli_security import command_config_option, rdkafka_config
 
 MB = 1024 * 1024
 REPORT_EVERY_S = 5.0
@@ -87,15 +88,16 @@ def perf() -> None:
 @click.option("--throughput", required=True, type=float, help="records/sec at most; -1 for no limit")
 @click.option("--producer-props", multiple=True, help="producer configs name=value ... (as many as follow)")
 @click.argument("more_props", nargs=-1, metavar="")
+@command_config_option("--producer.config")
 def produce_perf(
     bootstrap: str | None, topic: str, num_records: int, record_size: int, throughput: float,
-    producer_props: tuple[str, ...], more_props: tuple[str, ...],
+    producer_props: tuple[str, ...], more_props: tuple[str, ...], command_config: dict[str, str],
 ) -> None:
     """Send --num-records records of --record-size bytes and report rates and latencies."""
     from confluent_kafka import Producer
 
     # Kafka's --producer-props takes every name=value after it; click gives the first to the option, the rest here.
-    config = kafka_config(bootstrap or "", producer_props + more_props)
+    config = rdkafka_config(bootstrap or "", command_config, producer_props + more_props)
     if not config.get("bootstrap.servers"):
         raise click.UsageError("give --bootstrap-server or --producer-props bootstrap.servers=HOST:PORT")
     config.setdefault("linger.ms", 5)
@@ -162,14 +164,15 @@ def _java_time(t: float) -> str:
 @click.option("--from-latest", is_flag=True, help="start at the log end instead of the earliest offset")
 @click.option("--hide-header", is_flag=True)
 @click.option("--consumer-property", "consumer_properties", multiple=True, help="librdkafka consumer config")
+@command_config_option("--consumer.config")
 def consume_perf(
     bootstrap: str, topic: str, messages: int, group: str | None, timeout_ms: int, from_latest: bool,
-    hide_header: bool, consumer_properties: tuple[str, ...],
+    hide_header: bool, consumer_properties: tuple[str, ...], command_config: dict[str, str],
 ) -> None:
     """Consume --messages records as fast as possible and report MB/sec and records/sec."""
     from confluent_kafka import Consumer
 
-    config = kafka_config(bootstrap, consumer_properties)
+    config = rdkafka_config(bootstrap, command_config, consumer_properties)
     config.setdefault("group.id", group or f"perf-consumer-{random.randrange(100000)}")
     config.setdefault("auto.offset.reset", "latest" if from_latest else "earliest")
     config.setdefault("enable.auto.commit", True)

@@ -4,13 +4,12 @@
 sets credentials (iterations default to 4096, as ConfigCommand's), ``--delete-config SCRAM-SHA-512`` removes one,
 ``--describe`` prints ``SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192``.
 Through AlterUserScramCredentials and DescribeUserScramCredentials, so the password never leaves this process
-(the client salts and hashes it). ``--command-config`` reads client properties (``security.protocol``,
-``sasl.mechanism``, ``sasl.username``, ...) from a file, for a cluster reachable only over SASL.
+(the client salts and hashes it). ``--command-config`` (:mod:`odradek.cli_security`) reaches a cluster that is
+reachable only over SASL or TLS.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -19,22 +18,6 @@ from odradek.cli_output import wait_result
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096
-
-
-def read_command_config(path: Path | None) -> dict[str, str]:
-    """A Java-style properties file: ``name=value`` lines, ``#``/``!`` comments."""
-    if path is None:
-        return {}
-    out: dict[str, str] = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        name, sep, value = line.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{path}: expected name=value, got {line!r}")
-        out[name.strip()] = value.strip()
-    return out
 
 
 def parse_scram_value(mechanism: str, value: str) -> tuple[int, str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from odradek.admin import metadata, request_schema
+from odradek.cli_security import command_config_option
+from odradek.cli_security import connect as connect_to
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.protocol.wire import read_compact_string, read_uvarint, skip_tagged_fields
@@ -70,8 +72,9 @@ class ProducerInfo:
 class Cluster:
     """One bootstrap connection for metadata plus one connection per broker, opened when first needed."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = KafkaConnection(bootstrap)
+    def __init__(self, bootstrap: str, properties: Mapping[str, str] | None = None) -> None:
+        self.properties = dict(properties or {})
+        self.bootstrap = connect_to(bootstrap, self.properties)
         self._conns: dict[int, KafkaConnection] = {}
         self.refresh()
 
@@ -84,7 +87,7 @@ class Cluster:
         if node_id not in self._conns:
             if node_id not in self.brokers:
                 raise click.ClickException(f"broker {node_id} is not in the cluster")
-            self._conns[node_id] = KafkaConnection(self.brokers[node_id])
+            self._conns[node_id] = connect_to(self.brokers[node_id], self.properties)
         return self._conns[node_id]
 
     def leader(self, tp: TP) -> int:
@@ -115,8 +118,8 @@ class Cluster:
 
 
 @contextmanager
-def connect(bootstrap: str) -> Iterator[Cluster]:
-    cluster = Cluster(bootstrap)
+def connect(bootstrap: str, properties: Mapping[str, str] | None = None) -> Iterator[Cluster]:
+    cluster = Cluster(bootstrap, properties)
     try:
         yield cluster
     finally:
@@ -319,15 +322,16 @@ def _print(title: str, columns: list[str], rows: Iterable[Iterable[object]]) -> 
 @click.option("--broker-id", type=int, default=None)
 @click.option("--max-transaction-timeout", type=int, default=DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN, show_default=True,
               help="minutes; --find-hanging reports transactions open longer than this")
+@command_config_option()
 def transactions(
     bootstrap: str, action: str | None, transactional_id: str | None, topic: str | None, partition: int | None,
     start_offset: int | None, producer_id: int | None, producer_epoch: int | None, coordinator_epoch: int | None,
-    broker_id: int | None, max_transaction_timeout: int,
+    broker_id: int | None, max_transaction_timeout: int, command_config: dict[str, str],
 ) -> None:
     """List, describe and abort transactions, as kafka-transactions.sh does."""
     if action is None:
         raise click.UsageError("one of --list, --describe, --describe-producers, --abort, --find-hanging is required")
-    with connect(bootstrap) as cluster:
+    with connect(bootstrap, command_config) as cluster:
         if action == "list":
             _print("transactions", ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
                    ((t.transactional_id, t.coordinator, t.producer_id, t.state)

@@ -92,3 +92,21 @@ def test_a_client_that_cannot_reauthenticate_gets_illegal_sasl_state_and_keeps_i
     assert conn.authenticate(plain_token("admin", "admin-secret"), version=0).error_code == ErrorCode.none
     assert conn.handshake("PLAIN").error_code == ErrorCode.illegal_sasl_state
     assert conn.metadata_brokers()
+
+
+def test_odradek_client_reauthenticates_before_its_session_expires(broker: BrokerProcess) -> None:
+    """The operator tools' client (KafkaConnection) keeps a long-lived connection (``reassign --verify --watch``)
+    usable past the session lifetime by authenticating again in place."""
+    from odradek.admin import list_topics
+    from odradek.client import KafkaConnection
+    from odradek.security.broker_client import OutgoingSecurity
+
+    security = OutgoingSecurity("", "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")
+    with KafkaConnection(broker.listeners["SASL_PLAINTEXT"], security=security) as conn:
+        assert conn.reauthenticate_at_ms is not None
+        first_deadline = conn.reauthenticate_at_ms
+        list_topics(conn)
+        expiry = time.monotonic() + LIFETIME_MS / 1000
+        wait_for(lambda: time.monotonic() > expiry + 0.1, 10, what="the first session's expiry")
+        list_topics(conn)  # the broker would close an expired session here
+        assert conn.reauthenticate_at_ms > first_deadline

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 
 from odradek.protocol.wire import SIZE, Buffer, WireFormatError, read_response_header, request_header
 
@@ -59,9 +60,16 @@ class BlockingConnection:
     """One socket; ``send`` and ``receive`` may be split to keep requests in flight (answers come in order)."""
 
     def __init__(self, host: str, port: int, client_id: str | None, *, timeout: float,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
-        self._sock = socket.create_connection((host, port), timeout=timeout)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, ssl_context: ssl.SSLContext | None = None) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
+        self._sock = sock
         self.client_id = client_id
         self._max_response_bytes = max_response_bytes
         self._correlation = 0

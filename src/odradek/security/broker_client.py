@@ -22,29 +22,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.errors import ErrorCode
 from odradek.protocol.client import AsyncConnection
 from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
 from odradek.protocol.wire import Buffer
 from odradek.security.listeners import ListenerConfig, listener_setting
-from odradek.security.plain import plain_client_token
 from odradek.security.sasl import client_credentials
-from odradek.security.scram import MECHANISMS, ScramClient, ScramFormatError
+from odradek.security.sasl_client import (
+    AUTHENTICATE_VERSION,
+    HANDSHAKE_VERSION,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    AuthenticationFailed,
+    authenticate_request,
+    check_authenticate,
+    check_handshake,
+    handshake_request,
+    sasl_tokens,
+)
+from odradek.security.scram import MECHANISMS, ScramFormatError
 from odradek.security.tls import TlsSettings, client_context
 
 log = logging.getLogger(__name__)
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-HANDSHAKE_VERSION = 1
-AUTHENTICATE_VERSION = 2
 REAUTH_FRACTION = 0.85
 """Re-authenticate once this share of the session lifetime has gone (Kafka's clients pick 85-95%)."""
-
-
-class AuthenticationFailed(ConnectionError):
-    """The target refused this broker's credentials: a connection error to its callers (they back off and retry),
-    with the target's message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,19 +115,18 @@ class BrokerConnection(AsyncConnection):
         mechanism = security.mechanism
         assert mechanism is not None
         try:
-            hs = await self._sasl(SASL_HANDSHAKE, HANDSHAKE_VERSION,
-                                  entity_schemas(SASL_HANDSHAKE, HANDSHAKE_VERSION).request(mechanism=mechanism),
-                                  timeout)
-            if hs.error_code != ErrorCode.none:
-                raise AuthenticationFailed(f"SASL handshake with {mechanism} refused: {ErrorCode(hs.error_code).name}"
-                                           f" (enabled: {', '.join(hs.mechanisms)})")
-            if mechanism == "PLAIN":
-                answer = await self._token(plain_client_token(security.username, security.password), timeout)
-            else:
-                scram = ScramClient(mechanism, security.username, security.password)
-                first = await self._token(scram.first_message(), timeout)
-                answer = await self._token(scram.final_message(bytes(first.auth_bytes)), timeout)
-                scram.verify_final(bytes(answer.auth_bytes))
+            check_handshake(await self._sasl(SASL_HANDSHAKE, HANDSHAKE_VERSION, handshake_request(mechanism),
+                                             timeout), mechanism)
+            steps = sasl_tokens(mechanism, security.username, security.password)
+            token = next(steps)
+            while True:
+                answer = await self._sasl(SASL_AUTHENTICATE, AUTHENTICATE_VERSION, authenticate_request(token),
+                                          timeout)
+                check_authenticate(answer, security.username)
+                try:
+                    token = steps.send(bytes(answer.auth_bytes))
+                except StopIteration:
+                    break
         except ScramFormatError as exc:
             self.close()
             raise AuthenticationFailed(f"SCRAM exchange failed: {exc}") from None
@@ -136,15 +136,6 @@ class BrokerConnection(AsyncConnection):
         lifetime_ms = answer.session_lifetime.total_seconds() * 1000
         self._reauth_at = (asyncio.get_running_loop().time() + lifetime_ms * REAUTH_FRACTION / 1000
                            if lifetime_ms > 0 else None)
-
-    async def _token(self, token: bytes, timeout: float) -> Any:
-        answer = await self._sasl(SASL_AUTHENTICATE, AUTHENTICATE_VERSION,
-                                  entity_schemas(SASL_AUTHENTICATE, AUTHENTICATE_VERSION).request(auth_bytes=token),
-                                  timeout)
-        if answer.error_code != ErrorCode.none:
-            raise AuthenticationFailed(f"SASL authentication as {self.security.username} refused: "
-                                       f"{answer.error_message or ErrorCode(answer.error_code).name}")
-        return answer
 
 
 async def open_broker_connection(host: str, port: int, client_id: str | None, security: OutgoingSecurity = PLAINTEXT,
