@@ -38,12 +38,7 @@ def broker(pki: TestPki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[B
     }
     b = BrokerProcess(tmp_path_factory.mktemp("cli-tls") / "broker",
                       [arg for k, v in overrides.items() for arg in ("--override", f"{k}={v}")])
-    # On uvloop (the default since the latency work) the broker's server-side TLS handshakes stall until their
-    # 10 s timeout, its own controller channel included; this module tests the tools, so the broker runs on
-    # asyncio's loop until that is fixed.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ODRADEK_EVENT_LOOP", "asyncio")
-        b.start()
+    b.start()
     yield b
     b.stop()
 
