@@ -21,6 +21,7 @@ from pathlib import Path
 from odradek.admin import create_topic
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
+from odradek.lab.batches import read_batches
 from odradek.lab.checker import ACKS_ALL_IDEMPOTENT, ACKS_ONE, EXACTLY_ONCE, FaultWindow, History, Report, check
 from odradek.lab.cluster import Lab
 from odradek.lab.nemesis import Fault, FaultEvent, Nemesis, draw, format_schedule
@@ -141,6 +142,9 @@ def run(seed: int, faults: int | None = None, *, hold_s: tuple[float, float] = (
         history.final = read_final(lab.bootstrap, plain)
         if stage is not None:
             history.final |= read_final(lab.bootstrap, {TXN_OUTPUT: PARTITIONS}, read_committed=True)
+        data_dirs = [lab.base_dir / f"broker{b}-data" for b in lab.brokers]
+        history.batches = {(t, p): read_batches(data_dirs, t, p) for t, sem in semantics.items()
+                           if sem is ACKS_ALL_IDEMPOTENT for p in range(topics[t])}
         history.faults = [FaultWindow(f"{e.fault.kind.value}: {e.resolved}", e.started, e.healed) for e in events]
         report = check(history)
         base = lab.base_dir
