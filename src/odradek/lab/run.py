@@ -68,6 +68,17 @@ def _caught_up(history: History, topics: list[str]) -> bool:
                if a.topic in topics and history.semantics[a.topic].lossless)
 
 
+def sequence_refusals(base_dir: Path, limit: int = 40) -> list[str]:
+    """The brokers' log lines refusing a produce for its producer state (OUT_OF_ORDER_SEQUENCE_NUMBER and the
+    like): beside a duplicate they say whether the client had a reason to start a new producer session."""
+    out = []
+    for path in sorted(base_dir.glob("broker*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if "refused" in line and ("sequence" in line or "producer" in line.lower()):
+                out.append(f"{path.stem}: {line}")
+    return out[:limit]
+
+
 def run(seed: int, faults: int | None = None, *, hold_s: tuple[float, float] = (4.0, 7.0), rate: float = 150.0,
         base_dir: Path | None = None, say: Callable[[str], None] = print, transactional: bool = False,
         schedule: list[Fault] | None = None) -> NemesisRun:
@@ -150,5 +161,8 @@ def run(seed: int, faults: int | None = None, *, hold_s: tuple[float, float] = (
         base = lab.base_dir
     result = NemesisRun(seed, text, events, report, t0, time.time() - t0, base, stage)
     say(report.format(t0))
+    if any(t.duplicates or t.session_duplicates for t in report.topics):
+        for line in sequence_refusals(base):
+            say(f"  broker log: {line}")
     say(result.summary())
     return result
