@@ -132,7 +132,9 @@ def rss_bytes(pid: int) -> int:
 
 def create_topics(bootstrap: str, prefix: str, partitions: int) -> list[tuple[str, int]]:
     """Topics of at most 10,000 partitions (RF 1) holding ``partitions`` in all; created one at a time."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # the broker answers once every partition is led: minutes for 10,000 on a loaded machine, past librdkafka's
+    # default 60 s socket timeout
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 900_000})
     topics = []
     for t in range((partitions + PER_TOPIC - 1) // PER_TOPIC):
         name, count = f"{prefix}{t}", min(PER_TOPIC, partitions - t * PER_TOPIC)
