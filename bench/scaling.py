@@ -5,10 +5,10 @@ before and after, since the machine is shared) to ``bench/scaling.json``; every 
 "## Cost curves (issue 11)" section of bench/RESULTS.md and the plots under bench/plots/ from everything measured so
 far, so sizes can be measured in separate invocations as time allows.
 
-* ``produce``: one broker (``odradek up``), N partitions (RF 1, topics of at most 2,000), a fixed total of 1 KiB
+* ``produce``: one broker (``odradek up``), N partitions (RF 1, topics of at most 500), a fixed total of 1 KiB
   records spread round-robin over every partition by a confluent-kafka producer (acks=1, linger.ms=5), then one
   consumer assigned every partition reads them all back: MB/s each way.
-* ``memory``: one broker; its RSS before and after N partitions (RF 1, topics of at most 2,000) are created and
+* ``memory``: one broker; its RSS before and after N partitions (RF 1, topics of at most 500) are created and
   one record written to each (so every log is open and holds a segment): bytes per partition.
 * ``shutdown``: bench/cluster.py's leadership phases (three brokers in one process on the embedded store, a broker
   leading N partitions at RF 3): its controlled shutdown, then, leading them again, its death (leader failover).
@@ -56,7 +56,7 @@ RESULTS_MD = BENCH / "RESULTS.md"
 PLOTS = BENCH / "plots"
 SECTION = "## Cost curves (issue 11)"
 VALUE = b"x" * 1024
-PER_TOPIC = 2_000  # partitions per topic: one CreateTopics must be answered within librdkafka's 300 s at most
+PER_TOPIC = 500  # partitions per topic: one CreateTopics must be answered within librdkafka's 300 s at most
 
 
 # --- the machine and the record --------------------------------------------------------------------------------
