@@ -5,6 +5,11 @@ recovery times). Needs root. Exit status 1 if any run found an anomaly.
 
     .venv/bin/python bench/nemesis.py --seeds 11,12,13 --faults 25
     .venv/bin/python bench/nemesis.py --seeds 21,22 --faults 20 --transactional
+    .venv/bin/python bench/nemesis.py --seeds 2,2,2 --transactional \
+        --schedule kill-broker/coordinator/5,isolate-broker/leader:0/5,pause-broker/broker:1/5
+
+``--schedule`` replaces the drawn faults by these (``kind/target/hold_s[/peer]``, comma-separated; the example is
+tests/lab/test_lab_transactions.py's schedule), to rerun one schedule many times.
 """
 
 from __future__ import annotations
@@ -16,8 +21,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from odradek.lab.nemesis import Fault, Kind
 from odradek.lab.netns import netns_available
 from odradek.lab.run import LOSSLESS, TXN_OUTPUT, NemesisRun, run
+
+
+def parse_schedule(text: str) -> list[Fault]:
+    """``kind/target/hold_s[/peer]`` faults, comma-separated."""
+    faults = []
+    for part in text.split(","):
+        kind, target, hold, *peer = part.strip().split("/")
+        faults.append(Fault(Kind(kind), target, float(hold), int(peer[0]) if peer else 0))
+    return faults
 
 
 def _row(r: NemesisRun) -> str:
@@ -42,7 +57,10 @@ def main() -> int:
     parser.add_argument("--transactional", action="store_true",
                         help="add the consume-transform-produce stage (transactions, read_committed reader); "
                              "faults may then also strike its transaction coordinator")
+    parser.add_argument("--schedule", default=None,
+                        help="these faults instead of drawn ones: kind/target/hold_s[/peer],... (see above)")
     args = parser.parse_args()
+    schedule = parse_schedule(args.schedule) if args.schedule else None
     reason = netns_available()
     if reason is not None:
         print(reason, file=sys.stderr)
@@ -51,7 +69,8 @@ def main() -> int:
     results = []
     for seed in (int(s) for s in args.seeds.split(",")):
         base = Path(tempfile.mkdtemp(prefix=f"odradek-nemesis-{seed}-"))
-        results.append(run(seed, args.faults, rate=args.rate, base_dir=base, transactional=args.transactional))
+        results.append(run(seed, args.faults, rate=args.rate, base_dir=base, transactional=args.transactional,
+                           schedule=schedule))
         print(f"(logs of seed {seed} in {base})", flush=True)
     print("\n| seed | faults | healed to full ISR | acks=all acked | acks=1 acked | acks=1 lost (allowed) | anomalies "
           "| acks=all unavailable | recovery median / max (s) | never recovered |")

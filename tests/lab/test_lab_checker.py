@@ -3,6 +3,7 @@ forbids it (acks=1's losses are counted as allowed, acks=all's are anomalies).""
 
 from __future__ import annotations
 
+from odradek.lab.batches import Batch
 from odradek.lab.checker import (
     ACKS_ALL_IDEMPOTENT,
     ACKS_ONE,
@@ -89,6 +90,44 @@ def test_duplicates_and_reordering_are_found_per_producer() -> None:
     # p:1 and p:2 both come after p:3; the second p:3 is a duplicate, not also a reordering; q is in order
     assert [v.split(" at ")[0] for v in report.order_violations] == ["partition 0: b'p:1'", "partition 0: b'p:2'"]
     assert any("order violation" in a for a in check(h).anomalies())
+
+
+def _one_record_batches(sessions: list[tuple[int, int, int]]) -> dict[int, Batch]:
+    """offset n -> a one-record batch of (producer id, epoch, sequence) ``sessions[n]``."""
+    return {o: Batch(pid, epoch, seq, o, o) for o, (pid, epoch, seq) in enumerate(sessions)}
+
+
+def test_a_record_written_again_under_a_new_producer_session_is_allowed_and_counted() -> None:
+    # the lab's open anomaly of issue 15: p:1..p:2 written, p:3 written, then p:1..p:2 again under a new producer
+    # id (librdkafka re-sent them after OUT_OF_ORDER_SEQUENCE_NUMBER, confluentinc/librdkafka#4953)
+    h = _history()
+    h.acks = [_ack(0, b"p:1"), _ack(1, b"p:2"), _ack(2, b"p:3")]
+    h.final = {(T, 0): [(0, b"p:1"), (1, b"p:2"), (2, b"p:3"), (3, b"p:1"), (4, b"p:2")]}
+    h.batches = {(T, 0): _one_record_batches([(7, 0, 10), (7, 0, 11), (7, 0, 12), (8, 0, 0), (8, 0, 1)])}
+    t = check(h).topics[0]
+    assert check(h).anomalies() == []
+    assert len(t.session_duplicates) == 2 and t.session_reorderings == 2
+    assert "producer 7 epoch 0 sequence 10" in t.session_duplicates[0]
+    assert "producer 8 epoch 0 sequence 0" in t.session_duplicates[0]
+    assert any("new producer session" in a for a in t.allowed())
+    # a bumped epoch of the same producer id is a new session too
+    h.batches = {(T, 0): _one_record_batches([(7, 0, 10), (7, 0, 11), (7, 0, 12), (7, 1, 0), (7, 1, 1)])}
+    assert check(h).anomalies() == []
+
+
+def test_a_record_written_twice_in_one_producer_session_is_the_brokers_fault() -> None:
+    h = _history()
+    h.acks = [_ack(0, b"p:1"), _ack(1, b"p:2")]
+    h.final = {(T, 0): [(0, b"p:1"), (1, b"p:2"), (2, b"p:1")]}
+    h.batches = {(T, 0): _one_record_batches([(7, 0, 10), (7, 0, 11), (7, 0, 10)])}
+    t = check(h).topics[0]
+    assert len(t.duplicates) == 1 and not t.session_duplicates
+    assert "producer 7 epoch 0 sequence 10" in t.duplicates[0]
+    assert any("duplicate" in a for a in check(h).anomalies())
+    assert any("order violation" in a for a in check(h).anomalies())
+    # without the batch headers nothing can be excused
+    h.batches = {}
+    assert len(check(h).topics[0].duplicates) == 1
 
 
 def test_a_read_record_that_vanished_is_an_anomaly_under_any_contract() -> None:

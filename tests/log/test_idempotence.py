@@ -111,3 +111,32 @@ def test_log_append_time_duplicate_reports_the_original_append_time(open_log):
     buf, headers = batch(1, producer_id=PID, producer_epoch=0, base_sequence=0)
     again = log.append_as_leader(buf, headers, 0, T0 + 99)
     assert again.duplicate and again.log_append_time_ms == first.log_append_time_ms == T0 + 5
+
+
+def test_a_follower_that_becomes_leader_deduplicates_the_last_five_batches(tmp_path, clock):
+    """Issue 15's open anomaly asked whether a new leader keeps the producer's window: the follower builds it from
+    the replicated batches, so a client retrying any of its last five in-flight batches at the new leader gets the
+    original offsets, and one older than that is OUT_OF_ORDER_SEQUENCE_NUMBER, as on Kafka (a ProducerStateEntry
+    keeps five batches, whatever the append's origin)."""
+    from odradek.broker.log.partition_log import PartitionLog
+    from odradek.protocol.records import iter_batches
+
+    leader = PartitionLog(tmp_path / "leader" / "topic-0", LogConfig(), clock)
+    offsets = [produce(leader, seq, n=2).first_offset for seq in range(0, 14, 2)]  # 7 batches of 2
+    leader.flush()
+    data = b"".join(p.read_bytes() for p in sorted((tmp_path / "leader" / "topic-0").glob("*.log")))
+    follower = PartitionLog(tmp_path / "follower" / "topic-0", LogConfig(), clock)
+    follower.append_as_follower(data, [h for _pos, h in iter_batches(data)])
+    for seq in range(4, 14, 2):  # the last five batches
+        buf, headers = batch(2, producer_id=PID, producer_epoch=0, base_sequence=seq)
+        again = follower.append_as_leader(buf, headers, 1, T0)
+        assert again.duplicate and again.first_offset == offsets[seq // 2]
+    with pytest.raises(KafkaError) as info:
+        buf, headers = batch(2, producer_id=PID, producer_epoch=0, base_sequence=2)
+        follower.append_as_leader(buf, headers, 1, T0)
+    assert info.value.code == ErrorCode.out_of_order_sequence_number
+    buf, headers = batch(1, producer_id=PID, producer_epoch=0, base_sequence=14)
+    assert follower.append_as_leader(buf, headers, 1, T0).first_offset == 14
+    for log in (leader, follower):
+        for segment in log.segments:
+            segment.close()

@@ -85,7 +85,8 @@ def _produce(cluster: ThreadedCluster, principal: str, topic: str, transactional
 
 def _fetch(cluster: ThreadedCluster, principal: str, topic: str, replica_id: int = -1) -> ErrorCode:
     request = ns(replica_id=replica_id, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20,
-                 isolation_level=0, topics=[ns(topic=topic, partitions=[
+                 isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                 topics=[ns(topic=topic, partitions=[
                      ns(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1,
                         log_start_offset=-1)])])
     response = call(cluster, principal, 1, 12, request, broker=_leader(cluster, topic))

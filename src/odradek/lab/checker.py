@@ -9,6 +9,14 @@ configuration:
 - a producer with ``acks=1`` is acknowledged by the leader alone, so a leader cut off before its followers copied
   a record loses it (the record is truncated when the old leader rejoins as a follower): allowed, and counted;
   without idempotence its retries may also write a record twice or reorder it (counted).
+- an idempotent producer's guarantee holds within one producer session (producer id and epoch, KIP-98): a record
+  written twice under one session is the broker's fault (an anomaly), but copies under different sessions are the
+  client sending it again after starting a new one, which no broker can recognise. librdkafka does that: after an
+  OUT_OF_ORDER_SEQUENCE_NUMBER it bumps its epoch (a new producer id when idempotent without a transactional id)
+  and re-sends every record not yet acknowledged, including some already written (confluentinc/librdkafka#4953,
+  which notes it happens against Kafka too). Those are counted apart, as allowed, with the sessions of each copy;
+  so are the reorderings the second copies make. Telling them apart needs :attr:`History.batches`, the batch
+  headers of the final log (:mod:`odradek.lab.batches`); without them every duplicate counts against the broker.
 - a transactional consume-transform-produce stage read with ``isolation.level=read_committed``
   (:data:`EXACTLY_ONCE`, checked by :func:`_check_transform`): every record of a committed transaction stays where
   the commit put it; a record of an aborted transaction, or of none, read under read_committed is an anomaly; each
@@ -25,6 +33,8 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+
+from odradek.lab.batches import Batch
 
 __all__ = [
     "ACKS_ALL_IDEMPOTENT", "ACKS_ONE", "EXACTLY_ONCE", "Ack", "Assignment", "Commit", "FaultWindow", "History", "Read",
@@ -118,6 +128,8 @@ class History:
     transforms: dict[str, str] = field(default_factory=dict)
     aborted: dict[str, set[bytes]] = field(default_factory=dict)
     in_doubt: dict[str, set[bytes]] = field(default_factory=dict)
+    # (topic, partition) -> offset -> the batch holding it (producer id, epoch, sequence), read from the final log
+    batches: dict[tuple[str, int], dict[int, Batch]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,6 +155,10 @@ class TopicReport:
     lost_during: dict[str, int] = field(default_factory=dict)  # fault (or "no fault") -> lost or moved records acked
     moved: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
+    # copies of one record under different producer sessions (a client re-send: allowed), with the reorderings
+    # their later copies make
+    session_duplicates: list[str] = field(default_factory=list)
+    session_reorderings: int = 0
     order_violations: list[str] = field(default_factory=list)
     vanished_reads: list[str] = field(default_factory=list)
     unacked_reads: list[str] = field(default_factory=list)
@@ -179,6 +195,12 @@ class TopicReport:
             out.append(f"{self.topic}: {len(self.duplicates)} duplicates (allowed by {s.name})")
         if not s.ordered and self.order_violations:
             out.append(f"{self.topic}: {len(self.order_violations)} reorderings (allowed by {s.name})")
+        if self.session_duplicates:
+            out.append(f"{self.topic}: {len(self.session_duplicates)} records written again under a new producer "
+                       f"session ({self.session_reorderings} reorderings with them): allowed, an idempotent "
+                       "producer's guarantee holds per producer id and epoch; librdkafka re-sends unacknowledged "
+                       "records under a new epoch after OUT_OF_ORDER_SEQUENCE_NUMBER (confluentinc/librdkafka#4953)")
+            out += [f"{self.topic}:   {x}" for x in self.session_duplicates[:5]]
         if self.in_doubt_seen:
             out.append(f"{self.topic}: {self.in_doubt_seen} records of transactions whose outcome the client never "
                        f"learned are in the output (a commit that went through)")
@@ -212,7 +234,8 @@ class Report:
             readers = "read under read_committed" if t.semantics.read_committed else "read by the group"
             lines.append(f"{t.topic} [{t.semantics.name}]: {t.acked} acknowledged, {t.failed_sends} sends failed, "
                          f"{t.in_log} in the log, {t.reads} {readers}; lost {len(t.lost)}, moved "
-                         f"{len(t.moved)}, duplicates {len(t.duplicates)}, order violations "
+                         f"{len(t.moved)}, duplicates {len(t.duplicates)} (+{len(t.session_duplicates)} "
+                         f"under a new producer session), order violations "
                          f"{len(t.order_violations)}, reads vanished {len(t.vanished_reads)}")
             if t.semantics.read_committed:
                 lines.append(f"  {t.aborted} records in aborted transactions; uncommitted reads "
@@ -252,6 +275,17 @@ def _nearest_fault(faults: list[FaultWindow], at: float) -> str:
     return name
 
 
+def _sessions(h: History, topic: str, places: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
+    """(producer id, epoch) of the batch holding each place; None when the batch headers are not all known."""
+    out = []
+    for p, o in places:
+        batch = h.batches.get((topic, p), {}).get(o)
+        if batch is None or batch.producer_id < 0:
+            return None
+        out.append((batch.producer_id, batch.producer_epoch))
+    return out
+
+
 def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
     report = TopicReport(topic, h.semantics[topic], failed_sends=h.failed_sends.get(topic, 0))
     acks = [a for a in h.acks if a.topic == topic]
@@ -261,20 +295,33 @@ def _check_topic(h: History, topic: str, gap_s: float) -> TopicReport:
     for p in range(h.partitions[topic]):
         log = h.final.get((topic, p), [])
         report.in_log += len(log)
-        highest: dict[str, tuple[int, int]] = {}  # producer -> its highest sequence so far, and where
         for offset, value in log:
             where[value].append((p, offset))
             at[(p, offset)] = value
+    resent: set[tuple[int, int]] = set()  # later copies written under another producer session than the first
+    for value, places in where.items():
+        if len(places) > 1:
+            sessions = _sessions(h, topic, places)
+            if sessions is not None and len(set(sessions)) == len(sessions):
+                report.session_duplicates.append(f"{value!r} at " + ", ".join(
+                    f"{p}/{o} ({h.batches[(topic, p)][o].describe(o)})" for p, o in places))
+                resent.update(places[1:])
+            else:
+                report.duplicates.append(f"{value!r} at {places}" + ("" if sessions is None else " (" + ", ".join(
+                    h.batches[(topic, p)][o].describe(o) for p, o in places) + ")"))
+    for p in range(h.partitions[topic]):
+        highest: dict[str, tuple[int, int]] = {}  # producer -> its highest sequence so far, and where
+        for offset, value in h.final.get((topic, p), []):
             producer, seq = _parse(value)
             prev = highest.get(producer)
             if prev is not None and seq < prev[0]:  # equal: a duplicate, reported as one
-                report.order_violations.append(
-                    f"partition {p}: {value!r} at offset {offset} after {producer}:{prev[0]} at offset {prev[1]}")
+                if (p, offset) in resent:
+                    report.session_reorderings += 1
+                else:
+                    report.order_violations.append(f"partition {p}: {value!r} at offset {offset} after "
+                                                   f"{producer}:{prev[0]} at offset {prev[1]}")
             if prev is None or seq > prev[0]:
                 highest[producer] = (seq, offset)
-    for value, places in where.items():
-        if len(places) > 1:
-            report.duplicates.append(f"{value!r} at {places}")
     for a in acks:
         if at.get((a.partition, a.offset)) == a.value:
             continue

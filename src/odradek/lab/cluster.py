@@ -41,6 +41,11 @@ DEFAULT_OVERRIDES = {
     "leader.imbalance.check.interval.seconds": "300",
     "unclean.leader.election.enable": "false",
     "offsets.topic.replication.factor": "3",
+    # Every workload's topic is created by the lab with its partitions and configs. A client of an earlier lab in
+    # the same process (a transform worker abandoned while blocked in librdkafka) keeps reconnecting to the same
+    # slot's addresses; with auto-creation its Metadata request created `txn-output` with one partition in the next
+    # lab before the lab did, and that lab timed out waiting for three (issue 15, three of 40 runs under load).
+    "auto.create.topics.enable": "false",
 }
 
 log = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from pathlib import Path
 from odradek.admin import create_topic
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
+from odradek.lab.batches import read_batches
 from odradek.lab.checker import ACKS_ALL_IDEMPOTENT, ACKS_ONE, EXACTLY_ONCE, FaultWindow, History, Report, check
 from odradek.lab.cluster import Lab
 from odradek.lab.nemesis import Fault, FaultEvent, Nemesis, draw, format_schedule
@@ -65,6 +66,17 @@ def _caught_up(history: History, topics: list[str]) -> bool:
         read[(r.topic, r.partition)] = max(read.get((r.topic, r.partition), -1), r.offset)
     return all(read.get((a.topic, a.partition), -1) >= a.offset for a in list(history.acks)
                if a.topic in topics and history.semantics[a.topic].lossless)
+
+
+def sequence_refusals(base_dir: Path, limit: int = 40) -> list[str]:
+    """The brokers' log lines refusing a produce for its producer state (OUT_OF_ORDER_SEQUENCE_NUMBER and the
+    like): beside a duplicate they say whether the client had a reason to start a new producer session."""
+    out = []
+    for path in sorted(base_dir.glob("broker*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            if "refused" in line and ("sequence" in line or "producer" in line.lower()):
+                out.append(f"{path.stem}: {line}")
+    return out[:limit]
 
 
 def run(seed: int, faults: int | None = None, *, hold_s: tuple[float, float] = (4.0, 7.0), rate: float = 150.0,
@@ -141,10 +153,16 @@ def run(seed: int, faults: int | None = None, *, hold_s: tuple[float, float] = (
         history.final = read_final(lab.bootstrap, plain)
         if stage is not None:
             history.final |= read_final(lab.bootstrap, {TXN_OUTPUT: PARTITIONS}, read_committed=True)
+        data_dirs = [lab.base_dir / f"broker{b}-data" for b in lab.brokers]
+        history.batches = {(t, p): read_batches(data_dirs, t, p) for t, sem in semantics.items()
+                           if sem is ACKS_ALL_IDEMPOTENT for p in range(topics[t])}
         history.faults = [FaultWindow(f"{e.fault.kind.value}: {e.resolved}", e.started, e.healed) for e in events]
         report = check(history)
         base = lab.base_dir
     result = NemesisRun(seed, text, events, report, t0, time.time() - t0, base, stage)
     say(report.format(t0))
+    if any(t.duplicates or t.session_duplicates for t in report.topics):
+        for line in sequence_refusals(base):
+            say(f"  broker log: {line}")
     say(result.summary())
     return result
