@@ -29,6 +29,11 @@ def fsync(fd: int) -> None:
         os.fsync(fd)
 
 
+def is_deferred() -> bool:
+    """Whether this thread's fsyncs wait for a barrier (callers may skip the work of preparing one)."""
+    return bool(getattr(_local, "deferred", False))
+
+
 @contextmanager
 def deferred() -> Iterator[None]:
     """Skip this thread's fsyncs inside the block; the caller owes a :func:`sync_filesystem` afterwards."""
