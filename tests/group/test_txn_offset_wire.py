@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from brokers import BrokerProcess
+from brokers import BrokerProcess, wait_for
 from odradek.cli_transactions import connect, describe_transactions
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
@@ -71,5 +71,8 @@ def test_every_txn_offset_commit_version_and_require_stable(broker: BrokerProces
         stale = txn_offset_commit(conn, 4, (ids[0], ids[1] - 1), 99)
         assert stale is ErrorCode.invalid_producer_epoch
         producer.commit_transaction(30)
-        assert offset_fetch(conn, require_stable=True) == (14, ErrorCode.none)
+        # EndTxn answers once PrepareCommit is logged; the markers (and the offsets they make stable) follow, so a
+        # reader asking at once may still get UNSTABLE_OFFSET_COMMIT and must retry, as Kafka's clients do.
+        wait_for(lambda: offset_fetch(conn, require_stable=True) == (14, ErrorCode.none),
+                 what="the committed offset to become stable")
     consumer.close()
