@@ -22,10 +22,11 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.connection import Connection
 from odradek.broker.server import Broker
 from odradek.coordination import EmbeddedBackend
+from odradek.coordination.store import ConnectionLossError
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.framing import FrameError
 
-DESCRIBE_CLUSTER, METADATA = 60, 3
+DESCRIBE_CLUSTER, METADATA, INIT_PRODUCER_ID = 60, 3, 22
 
 
 class _NullWriter:
@@ -139,3 +140,26 @@ def test_a_kafka_error_without_a_response_error_code_closes_the_connection(
     request = load_request_schema(METADATA, 1)(topics=None)
     with pytest.raises(FrameError, match="metadata v1 failed with cluster_authorization_failed"):
         loop.run_until_complete(conn.dispatch(_frame(METADATA, 1, request)))
+
+
+async def _store_gone(ctx: Any, request: Any) -> Any:
+    raise ConnectionLossError("connection to the coordination store lost")
+
+
+def test_a_lost_coordination_store_is_a_retriable_error_not_a_closed_connection(
+    broker: tuple[asyncio.AbstractEventLoop, Broker], caplog: pytest.LogCaptureFixture
+) -> None:
+    loop, b = broker
+    conn = _connection(b, INIT_PRODUCER_ID, _store_gone)
+    request = load_request_schema(INIT_PRODUCER_ID, 4)(
+        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
+    with caplog.at_level(logging.WARNING, logger="odradek.broker.connection"):
+        chunks = loop.run_until_complete(conn.dispatch(_frame(INIT_PRODUCER_ID, 4, request)))
+    assert chunks is not None
+    frame = b"".join(bytes(c) for c in chunks)[4:]
+    response_cls = load_response_schema(INIT_PRODUCER_ID, 4)
+    _header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
+    response, _ = entity_reader(response_cls)(frame, offset)
+    assert response.error_code == ErrorCode.coordinator_not_available
+    assert any("coordination store unavailable" in r.getMessage() for r in caplog.records)
+    assert not any(r.exc_info for r in caplog.records)  # one line, no traceback

@@ -35,6 +35,7 @@ from odradek.controller.requests import (
     frame_response,
     parse_request_frame,
 )
+from odradek.coordination.store import ConnectionLossError, SessionExpiredError
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.entities import empty_entity, encode_entity, forbidden_null
 from odradek.protocol.framing import (
@@ -87,6 +88,8 @@ def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | 
         writer.write(pending)
 
 
+COORDINATOR_APIS = frozenset({10, 22})
+"""FindCoordinator and InitProducerId: a client retries COORDINATOR_NOT_AVAILABLE from them, as from Kafka."""
 PARKED = object()
 """What :meth:`Connection._produce` returns for a produce whose response an in-order writer sends later."""
 MAX_PARKED_PRODUCES = 100
@@ -354,6 +357,15 @@ class Connection:
         except KafkaError as exc:
             # A request-wide failure the handler chose not to fold into its response itself.
             return self._request_error(ctx.correlation_id, ctx, api.__name__.rsplit(".", 1)[1], exc)
+        except (ConnectionLossError, SessionExpiredError) as exc:
+            # The coordination store is out of reach (a ZooKeeper connection lost, a session expired): a passing
+            # condition, answered with a retriable error rather than a closed connection.
+            name = api.__name__.rsplit(".", 1)[1]
+            log.warning("%s v%d from %s failed: coordination store unavailable (%s)", name, ctx.api_version,
+                        self.peer, type(exc).__name__)
+            code = (ErrorCode.coordinator_not_available if ctx.api_key in COORDINATOR_APIS
+                    else ErrorCode.request_timed_out)
+            return self._request_error(ctx.correlation_id, ctx, name, KafkaError(code, "coordination unavailable"))
         return self._answer(ctx, response)
 
     def _decode(self, frame: bytes) -> tuple[Any, RequestContext, Any] | list[bytes | bytearray | memoryview]:

@@ -22,6 +22,7 @@ from odradek.broker import authz
 from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.txn.config import TRANSACTION_STATE_TOPIC
+from odradek.coordination.store import ConnectionLossError, SessionExpiredError
 from odradek.errors import ErrorCode, KafkaError
 
 API_KEY = 10
@@ -80,7 +81,7 @@ async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_An
     if services.metadata.partition_count(topic) is None:
         try:
             await ensure()
-        except KafkaError as exc:
+        except (KafkaError, ConnectionLossError, SessionExpiredError) as exc:  # the store out of reach: retriable
             log.warning("cannot create %s: %s", topic, exc)
             return [_error(ErrorCode.coordinator_not_available, str(exc)) for _ in keys]
     answers: list[_Answer] = []
