@@ -78,6 +78,10 @@ class LocalZooKeeper:
         return self.base_dir / f"zookeeper-{self.port}.log"
 
     def start(self) -> LocalZooKeeper:
+        """Start the server; a no-op while it runs (``with LocalZooKeeper(d).start() as zk`` started a second one
+        and leaked the first)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self
         for _attempt in range(3):  # the probed port can be taken before ZooKeeper binds it: try another
             self.port = _free_port()
             data = self.base_dir / f"data-{self.port}"
