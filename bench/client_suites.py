@@ -32,8 +32,15 @@ ROOT = Path(__file__).resolve().parent.parent
 # defaults: its test_group uses a 3 s session timeout, which Kafka's default group.min.session.timeout.ms (6000,
 # odradek's too) refuses with INVALID_SESSION_TIMEOUT, and its transactional offsets test commits offsets of partition
 # 1 of an auto-created topic (UNKNOWN_TOPIC_OR_PARTITION with one partition, from Kafka as from odradek).
+# Its fixture's _acl_config for Kafka 2.4-3.x turns the ACL authorizer on with allow.everyone.if.no.acl.found=true
+# (test_create_describe_delete_acls needs an authorizer).
 KAFKA_PYTHON_BROKER = ["num.partitions=4", "group.min.session.timeout.ms=1000", "group.initial.rebalance.delay.ms=0",
-                       "offsets.topic.num.partitions=2"]
+                       "offsets.topic.num.partitions=2",
+                       "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                       "allow.everyone.if.no.acl.found=true"]
+# What confluent-kafka-python's docker-compose gives its Kafka beyond the defaults: the ACL authorizer with the
+# anonymous user as super user (test_basic_operations creates and deletes ACLs).
+CONFLUENT_BROKER = ["authorizer.class.name=kafka.security.authorizer.AclAuthorizer", "super.users=User:ANONYMOUS"]
 ODRADEK = [sys.executable, "-m", "odradek"]
 READY_TIMEOUT_S = 60.0
 
@@ -136,7 +143,7 @@ def main() -> int:
     if args.confluent:
         env = {"BROKERS": "{bootstrap}", "TEST_CONSUMER_GROUP_PROTOCOL": args.confluent_group_protocol}
         results.append(run_suite("confluent-kafka-python", args.confluent, args.confluent_venv, CONFLUENT_ARGS,
-                                 env, work, args.override))
+                                 env, work, [*CONFLUENT_BROKER, *args.override]))
     for r in results:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(r.counts.items()))
         print(f"{r.name}: {counts} ({r.seconds:.0f} s)")
