@@ -26,6 +26,7 @@ from odradek.broker.server import Broker
 from odradek.coordination import EmbeddedBackend
 from odradek.protocol.framing import FrameError
 from odradek.protocol.records import encode_batch
+from odradek.security.acl import Operation, PatternType, Permission, ResourceType, from_code
 
 _batches = st.builds(
     lambda n, v: bytes(encode_batch([(None, v, [])] * n, timestamp_ms=0)),
@@ -118,14 +119,17 @@ def test_mutated_valid_frames(loop_and_conn: tuple[asyncio.AbstractEventLoop, Co
 
 
 ACL_APIS = (29, 30, 31)  # DescribeAcls, CreateAcls, DeleteAcls
-_ACL_CODE_FIELDS = ("resource_type", "resource_type_filter", "resource_pattern_type", "pattern_type_filter",
-                    "operation", "permission_type")
+_ACL_CODE_FIELDS = {"resource_type": ResourceType, "resource_type_filter": ResourceType,
+                    "resource_pattern_type": PatternType, "pattern_type_filter": PatternType,
+                    "operation": Operation, "permission_type": Permission}
 
 
-def _acl_codes(body: object) -> list[int]:
-    """The enum codes of an ACL request: its own (DescribeAcls) and its creations' or filters'."""
+def _names_unknown(body: object) -> bool:
+    """Whether an ACL request names an UNKNOWN (or unheard-of) resource type, pattern type, operation or
+    permission, in itself (DescribeAcls) or in its creations or filters: Kafka reads any such code as UNKNOWN."""
     items = [body, *getattr(body, "creations", ()), *getattr(body, "filters", ())]
-    return [getattr(item, name) for item in items for name in _ACL_CODE_FIELDS if hasattr(item, name)]
+    return any(int(from_code(cls, getattr(item, name))) == 0
+               for item in items for name, cls in _ACL_CODE_FIELDS.items() if hasattr(item, name))
 
 
 @FUZZ
@@ -139,7 +143,7 @@ def test_schema_valid_random_requests(
     version = data.draw(st.integers(module.MIN_VERSION, module.MAX_VERSION))
     body = data.draw(st.from_type(load_request_schema(api_key, version)))
     frame = _encode(api_key, version, body)
-    if api_key in ACL_APIS and 0 in _acl_codes(body):
+    if api_key in ACL_APIS and _names_unknown(body):
         # Kafka refuses to parse an ACL request naming an UNKNOWN resource type, pattern type, operation or
         # permission (IllegalArgumentException while building the request): the connection closes.
         with pytest.raises(FrameError, match="UNKNOWN"):
