@@ -66,6 +66,16 @@ def _frame(key: int, version: int, body: Any) -> bytes:
     return buf.getvalue()
 
 
+def _decoded(chunks: Any, key: int, version: int) -> tuple[Any, Any]:
+    """The response header and body a dispatch framed."""
+    assert chunks is not None
+    frame = b"".join(bytes(c) for c in chunks)[4:]
+    response_cls = load_response_schema(key, version)
+    header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
+    response, _ = entity_reader(response_cls)(frame, offset)
+    return header, response
+
+
 async def _bug(ctx: Any, request: Any) -> Any:
     raise AttributeError("'NoneType' object has no attribute 'brokers'")
 
@@ -78,11 +88,7 @@ def test_a_failing_handler_answers_unknown_server_error_and_logs_an_internal_err
     request = load_request_schema(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False)
     with caplog.at_level(logging.ERROR, logger="odradek.broker.connection"):
         chunks = loop.run_until_complete(conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request)))
-    assert chunks is not None
-    frame = b"".join(bytes(c) for c in chunks)[4:]
-    response_cls = load_response_schema(DESCRIBE_CLUSTER, 0)
-    header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
-    response, _ = entity_reader(response_cls)(frame, offset)
+    header, response = _decoded(chunks, DESCRIBE_CLUSTER, 0)
     assert header.correlation_id == 7
     assert response.error_code == ErrorCode.unknown_server_error
     assert any("internal error handling describe_cluster" in r.getMessage() for r in caplog.records)
@@ -123,11 +129,7 @@ def test_a_kafka_error_raised_out_of_a_handler_is_the_response_error(
     conn = _connection(b, DESCRIBE_CLUSTER, _refusal)
     request = load_request_schema(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False)
     chunks = loop.run_until_complete(conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request)))
-    assert chunks is not None
-    frame = b"".join(bytes(c) for c in chunks)[4:]
-    response_cls = load_response_schema(DESCRIBE_CLUSTER, 0)
-    header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
-    response, _ = entity_reader(response_cls)(frame, offset)
+    header, response = _decoded(chunks, DESCRIBE_CLUSTER, 0)
     assert (header.correlation_id, response.error_code, response.error_message) == (
         7, ErrorCode.cluster_authorization_failed, "not for you")
 
@@ -155,11 +157,7 @@ def test_a_lost_coordination_store_is_a_retriable_error_not_a_closed_connection(
         transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
     with caplog.at_level(logging.WARNING, logger="odradek.broker.connection"):
         chunks = loop.run_until_complete(conn.dispatch(_frame(INIT_PRODUCER_ID, 4, request)))
-    assert chunks is not None
-    frame = b"".join(bytes(c) for c in chunks)[4:]
-    response_cls = load_response_schema(INIT_PRODUCER_ID, 4)
-    _header, offset = entity_reader(response_cls.__header_schema__)(frame, 0)
-    response, _ = entity_reader(response_cls)(frame, offset)
+    _header, response = _decoded(chunks, INIT_PRODUCER_ID, 4)
     assert response.error_code == ErrorCode.coordinator_not_available
     assert any("coordination store unavailable" in r.getMessage() for r in caplog.records)
     assert not any(r.exc_info for r in caplog.records)  # one line, no traceback
