@@ -21,6 +21,7 @@ sysdeps:
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = "0" ]; then \
 	    echo "installing Debian packages:$$missing"; \
