@@ -154,7 +154,8 @@ class Connection:
             await listener.serving.wait()
             while not (listener.stopping or listener.faults.isolated):
                 await listener.faults.resumed.wait()
-                await self._throttled()
+                if self._muted_until_ms:  # only a client ever throttled pays for the check
+                    await self._throttled()
                 try:
                     prefix = await self.reader.readexactly(4)
                 except asyncio.IncompleteReadError as exc:
@@ -173,7 +174,8 @@ class Connection:
                 except asyncio.IncompleteReadError as exc:
                     log.info("connection %s closed mid-request (%d of %d bytes)", self.peer, len(exc.partial), size)
                     return
-                await self._throttled()  # a parked produce may have been throttled while this was read
+                if self._muted_until_ms:  # a parked produce may have been throttled while this was read
+                    await self._throttled()
                 started = time.perf_counter()
                 self._touch()
                 self._handling = True
