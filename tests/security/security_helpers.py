@@ -79,6 +79,12 @@ class RawSasl:
     def closed_by_peer(self) -> bool:
         return peer_closed(self.sock)
 
+    def ends_after_refusal(self) -> bool:
+        """After a refusal's response the broker lingers until the client closes (or its linger runs out): close
+        our side, then the broker must close its own."""
+        self.sock.shutdown(socket.SHUT_WR)
+        return peer_closed(self.sock)
+
 
 def sasl_connection(address: str) -> RawSasl:
     return RawSasl(address)

@@ -151,7 +151,7 @@ def test_the_refusal_is_kafkas_generic_message_and_closes(broker: BrokerProcess)
             first = conn.authenticate(client.final_message(bytes(first.auth_bytes)))
         assert first.error_code == ErrorCode.sasl_authentication_failed
         assert first.error_message == GENERIC.format("SCRAM-SHA-256")
-        assert conn.closed_by_peer()
+        assert conn.ends_after_refusal()
 
 
 def test_forged_nonce_and_truncated_messages_close_the_connection(broker: BrokerProcess) -> None:
@@ -162,20 +162,20 @@ def test_forged_nonce_and_truncated_messages_close_the_connection(broker: Broker
     final = client.final_message(server_first)
     forged = final.replace(server_first.split(b",")[0][2:], client.client_nonce.encode() + b"forgedforgedforged")
     answer = conn.authenticate(forged)
-    assert answer.error_code == ErrorCode.sasl_authentication_failed and conn.closed_by_peer()
+    assert answer.error_code == ErrorCode.sasl_authentication_failed and conn.ends_after_refusal()
     wait_for(lambda: "Invalid client nonce in the final client message." in broker.log_text(), what="the log line")
     for truncated in (b"n,,n=alice", b"n,,n=alice,r="):
         conn = sasl_connection(broker.listeners["SASL_PLAINTEXT"])
         conn.handshake("SCRAM-SHA-256")
         assert conn.authenticate(truncated).error_code == ErrorCode.sasl_authentication_failed
-        assert conn.closed_by_peer()
+        assert conn.ends_after_refusal()
     conn = sasl_connection(broker.listeners["SASL_PLAINTEXT"])
     conn.handshake("SCRAM-SHA-256")
     client = ScramClient("SCRAM-SHA-256", "alice", "alice-secret")
     server_first = bytes(conn.authenticate(client.first_message()).auth_bytes)
     assert conn.authenticate(client.final_message(server_first)[:20]).error_code == \
         ErrorCode.sasl_authentication_failed
-    assert conn.closed_by_peer()
+    assert conn.ends_after_refusal()
     # and the broker still serves a good client
     test_confluent_kafka_over_scram(broker, "SCRAM-SHA-256")
 

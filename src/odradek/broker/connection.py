@@ -93,6 +93,10 @@ COORDINATOR_APIS = frozenset({10, 22})
 PARKED = object()
 """What :meth:`Connection._produce` returns for a produce whose response an in-order writer sends later."""
 MAX_PARKED_PRODUCES = 100
+# after a failed authentication's response, how long the broker waits for the client to close first: a close that
+# races the response sends FIN (or RST over unread input) right behind it, and kafka-python 3.0 drops data that
+# arrives in the same read as the end of the stream, so it would report a disconnect instead of the refusal
+FAILED_AUTHENTICATION_LINGER_S = 2.0
 """Produces of one connection waiting for replication at once; past it the connection reads nothing more until they
 are answered (librdkafka's max.in.flight is 1,000,000 without idempotence: TCP back-pressure takes over here)."""
 
@@ -290,10 +294,29 @@ class Connection:
         if response:
             write_chunks(self.writer, response)
             await self.writer.drain()
+            await self._linger()
         reason = auth.failure or ""
         log.info("closing connection %s on listener %s: failed authentication (%s)", self.peer, self.listener_name,
                  reason if reason.isprintable() else ascii(reason))  # client bytes: never raw into the log
         return False
+
+    async def _linger(self) -> None:
+        """Let the client close first (its input read and dropped) for up to FAILED_AUTHENTICATION_LINGER_S, as a
+        web server's lingering close does, so the last response is read before the connection ends."""
+        async def until_eof() -> None:
+            try:
+                while await self.reader.read(LARGE_CHUNK):
+                    pass
+            except ConnectionError:
+                pass
+
+        eof = asyncio.ensure_future(until_eof())
+        timeout = asyncio.ensure_future(self.listener.clock.sleep(FAILED_AUTHENTICATION_LINGER_S))
+        try:
+            await asyncio.wait((eof, timeout), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (eof, timeout):
+                task.cancel()
 
     async def _produce(self, frame: bytes, started: float) -> Any:
         """Run a Produce up to its appends; if it then only waits for replication (acks=all), hand it to an
