@@ -70,7 +70,7 @@ class Partition:
         self._data_waiters: set[asyncio.Future[None]] = set()  # follower fetches: woken by appends
         self._visible_waiters: set[asyncio.Future[None]] = set()  # consumer fetches: woken by the HW moving
         self._stable_waiters: dict[asyncio.Future[None], int] = {}  # READ_COMMITTED fetch -> the LSO it saw
-        self._hw_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._hw_waiters: list[tuple[int, asyncio.Future[bool]]] = []
 
     @property
     def name(self) -> str:
@@ -162,7 +162,12 @@ class Partition:
         if not self.is_leader or replica_id == self.broker_id:
             return
         now = self.clock.monotonic_ms()
-        state = self.followers.setdefault(replica_id, FollowerState(0, now, now))
+        state = self.followers.get(replica_id)
+        if state is None:
+            state = self.followers[replica_id] = FollowerState(0, now, now)
+            moved = True
+        else:
+            moved = fetch_offset != state.log_end_offset
         state.log_start_offset = log_start_offset
         leo = self.log.log_end_offset
         # Under steady produce a fetch never asks for the leader's current end, only for its end as of the
@@ -177,7 +182,8 @@ class Partition:
         state.last_fetch_leader_leo = max(state.last_fetch_leader_leo, leo)
         if replica_id not in self.isr and replica_id in self.replicas and self._caught_up_for_isr(fetch_offset):
             self._propose_isr([*self.isr, replica_id], f"replica {replica_id} caught up at {fetch_offset}")
-        self.maybe_advance_hw()
+        if moved:  # the high watermark is the ISR's least log end: a follower standing still cannot raise it
+            self.maybe_advance_hw()
 
     def low_watermark(self) -> int:
         """The lowest log start offset among the ISR (Kafka's lowWatermarkIfLeader): DeleteRecords is done once
@@ -289,14 +295,14 @@ class Partition:
                     del self._stable_waiters[fut]
                     if not fut.done():
                         fut.set_result(None)
-        still: list[tuple[int, asyncio.Future[None]]] = []
-        for offset, fut in self._hw_waiters:
-            if fut.done():
+        still: list[tuple[int, asyncio.Future[bool]]] = []
+        for offset, waiter in self._hw_waiters:
+            if waiter.done():
                 continue
             if hw >= offset:
-                fut.set_result(None)
+                waiter.set_result(True)
             else:
-                still.append((offset, fut))
+                still.append((offset, waiter))
         self._hw_waiters = still
 
     def notify_follower_data(self) -> None:
@@ -338,13 +344,16 @@ class Partition:
         """True once the high watermark reaches ``offset``; False on timeout."""
         if self.high_watermark >= offset:
             return True
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
         self._hw_waiters.append((offset, fut))
+        # a timer on the future itself, not asyncio.wait_for: wait_for relays the result through a second future,
+        # and every relay is one more pass of a busy event loop between the high watermark's move and the ack
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            return await fut
+        finally:
+            timer.cancel()
 
     def fail_waiters(self) -> None:
         """Wake everyone on leadership loss or deletion; they re-check and see the new state."""
@@ -353,3 +362,9 @@ class Partition:
             if not fut.done():
                 fut.set_exception(KafkaError(ErrorCode.not_leader_or_follower))
         self._hw_waiters.clear()
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    """A high-watermark waiter's timeout: False, unless it was woken (True) or failed first."""
+    if not fut.done():
+        fut.set_result(False)

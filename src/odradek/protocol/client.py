@@ -50,6 +50,9 @@ def _body_offset(frame: Buffer, correlation_id: int, flexible: bool) -> int:
     return offset
 
 
+LARGE_BODY = 64 * 1024
+
+
 def _frame(api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool,
            body: Buffer) -> list[Buffer]:
     header = request_header(api_key, api_version, correlation_id, client_id, flexible)
@@ -157,8 +160,15 @@ class AsyncConnection:
             self._correlation = _next_correlation(self._correlation)
             correlation_id = self._correlation
             try:
-                for chunk in _frame(api_key, api_version, correlation_id, self.client_id, flexible_request, body):
-                    self._writer.write(chunk)  # not writelines: 3.11's joins the chunks first
+                size, header, payload = _frame(api_key, api_version, correlation_id, self.client_id,
+                                               flexible_request, body)
+                # one write, one send: each write on an idle socket is a send of its own, and a peer that reads the
+                # 4-byte size alone wakes once more for the rest; only a large body is written apart, uncopied
+                if len(payload) < LARGE_BODY:
+                    self._writer.write(b"".join((size, header, payload)))
+                else:
+                    self._writer.write(b"".join((size, header)))
+                    self._writer.write(payload)
                 await self._writer.drain()
                 async with asyncio.timeout(timeout):
                     (size,) = SIZE.unpack(await self._reader.readexactly(4))

@@ -108,7 +108,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         remaining = deadline - asyncio.get_running_loop().time()
         if total >= min_bytes or remaining <= 0 or not parts:
             break
-        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        woken: asyncio.Future[None] = loop.create_future()
         for p, seen_lso in parts:
             if committed:
                 p.add_stable_waiter(woken, seen_lso)
@@ -116,11 +117,13 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                 p.add_data_waiter(woken)
             else:
                 p.add_visible_waiter(woken)
+        # a timer on the waiter itself rather than asyncio.wait_for, whose relay through a second future costs
+        # one more pass of a busy event loop between the wake-up and the response (on the replication path too)
+        timer = loop.call_later(remaining, _wake_up, woken)
         try:
-            await asyncio.wait_for(woken, remaining)
-        except TimeoutError:
-            pass
+            await woken
         finally:
+            timer.cancel()
             for p, _ in parts:
                 if committed:
                     p.remove_stable_waiter(woken)
@@ -250,6 +253,12 @@ def _changed_only(
     return out
 
 
+def _wake_up(woken: asyncio.Future[None]) -> None:
+    """A parked fetch's max wait is over: it reads once more and answers."""
+    if not woken.done():
+        woken.set_result(None)
+
+
 def _read_all(
     ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], replica_id: int, max_bytes: int,
     committed: bool, changed_only: bool = False,
@@ -277,10 +286,20 @@ def _read_all(
                 if follower:
                     part.record_follower_fetch(replica_id, offset, getattr(fp, "log_start_offset", -1))
                 hw = plog.high_watermark
-                lso = plog.last_stable_offset
                 start = plog.log_start_offset
                 leo = plog.log_end_offset
-                upper = leo if follower else (min(hw, lso) if committed else hw)
+                if follower:
+                    if offset == leo and start <= offset and changed_only and hw == fp.high_watermark \
+                            and start == fp.leader_log_start_offset and not plog.offline:
+                        # a caught-up follower's partition with nothing new, the bulk of a session: no result, and
+                        # no last stable offset looked up (it moves only with the high watermark)
+                        waitable.append((part, hw))
+                        continue
+                    lso = plog.last_stable_offset
+                    upper = leo
+                else:
+                    lso = plog.last_stable_offset
+                    upper = min(hw, lso) if committed else hw
                 if start <= offset <= leo and offset >= upper and not plog.offline:
                     waitable.append((part, lso))
                     if changed_only and hw == fp.high_watermark and lso == fp.last_stable_offset \

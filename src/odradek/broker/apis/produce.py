@@ -74,8 +74,12 @@ class Appended:
     async def response(self) -> Encoded | None:
         """The response once every acks=all partition is replicated (or timed out); None for acks=0. The request
         is recorded against the client's quota now, when it is done, and ``ctx.throttle_ms`` set."""
-        if self.waits:
-            await asyncio.gather(*(_await_replication(r, p, offset, self.timeout_s) for r, p, offset in self.waits))
+        waits = self.waits
+        if len(waits) == 1:  # the usual case, awaited in place: a gather costs event-loop passes before the ack
+            result, part, offset = waits[0]
+            await _await_replication(result, part, offset, self.timeout_s)
+        elif waits:
+            await asyncio.gather(*(_await_replication(r, p, offset, self.timeout_s) for r, p, offset in waits))
         ctx = self.ctx
         ctx.throttle_ms = ctx.services.quotas.throttle_produce(ctx.principal, ctx.client_id, ctx.size)
         if self.acks == 0:
