@@ -10,6 +10,7 @@ import crc32c
 import pytest
 from logtest_helpers import T0, batch
 
+from odradek.broker.log import producer_state
 from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
 from odradek.broker.log.txn_index import AbortedTxn
 from odradek.broker.topic_config import LogConfig
@@ -347,6 +348,39 @@ def test_recovery_without_any_snapshot_replays_the_whole_log(open_log, tmp_path,
     log = _reopen(tmp_path, clock, recovery_point=0, high_watermark=5)
     assert txnindex_bytes(log, 3) == kafka_entry(A, 0, 4, 5)
     log.close()
+
+
+def test_a_torn_snapshot_is_deleted_and_the_one_before_used(open_log, tmp_path) -> None:
+    """Snapshots are written in place, as Kafka writes them: one torn by a crash mid-write does not parse, so
+    loading deletes it and falls back to the one before."""
+    log = open_log()
+    a = Txn(log, A)
+    a.send(1)  # 0
+    directory = tmp_path / "topic-0"
+    producer_state.write_snapshot(directory, log.producer_state, 1)
+    log.append_as_leader(*batch(1), 0, T0)  # 1
+    producer_state.write_snapshot(directory, log.producer_state, 2)
+    newest = producer_state.snapshot_path(directory, 2)
+    text = newest.read_text()
+    newest.write_text(text[: len(text) // 2])
+    loaded = producer_state.load_latest_snapshot(directory, 2)
+    assert loaded is not None
+    state, offset = loaded
+    assert offset == 1 and state.ongoing_transaction(A) == 0
+    assert not newest.exists()
+    assert [o for o, _ in producer_state.list_snapshots(directory)] == [1]
+
+
+def test_snapshots_a_clean_stop_left_unpruned_are_pruned_at_the_next_load(open_log, tmp_path) -> None:
+    log = open_log()
+    Txn(log, A).send(1)
+    directory = tmp_path / "topic-0"
+    for offset in (1, 2, 3, 4):
+        producer_state.write_snapshot(directory, log.producer_state, offset, keep=None)  # as a clean stop does
+    assert len(producer_state.list_snapshots(directory)) == 4
+    loaded = producer_state.load_latest_snapshot(directory, 4)
+    assert loaded is not None and loaded[1] == 4
+    assert [o for o, _ in producer_state.list_snapshots(directory)] == [3, 4]
 
 
 def test_truncation_removes_index_entries_and_reopens_the_transaction(open_log) -> None:

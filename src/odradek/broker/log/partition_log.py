@@ -1007,8 +1007,8 @@ class PartitionLog:
                     self._flush()
                 with self._disk("close"):
                     leo = self.log_end_offset
-                    if not producer_state.snapshot_path(self.directory, leo).exists():
-                        producer_state.write_snapshot(self.directory, self._producers, leo)
+                    if not os.path.exists(producer_state.snapshot_path(self.directory, leo)):
+                        producer_state.write_snapshot(self.directory, self._producers, leo, keep=None)
             for segment in self._segments:
                 segment.close()
 

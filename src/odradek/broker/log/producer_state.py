@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.broker.log.checkpoint import write_atomically
+from odradek.broker.log import durability
+from odradek.broker.log.checkpoint import fsync_dir
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 
@@ -324,6 +325,9 @@ class ProducerStateManager:
         return state, int(body["offset"])
 
 
+KEEP_SNAPSHOTS = 2  # the newest snapshots kept: enough to rebuild after a tail truncation
+
+
 def snapshot_path(directory: Path, offset: int) -> Path:
     return directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
 
@@ -344,26 +348,46 @@ def list_snapshots(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def write_snapshot(directory: Path, state: ProducerStateManager, offset: int, keep: int = 2) -> None:
-    """Write a snapshot at ``offset`` and keep only the newest ``keep``: enough to rebuild after a tail
-    truncation."""
-    write_atomically(snapshot_path(directory, offset), state.to_json(offset))
-    for _, path in list_snapshots(directory)[:-keep]:
-        path.unlink(missing_ok=True)
+def write_snapshot(directory: Path, state: ProducerStateManager, offset: int, keep: int | None = KEEP_SNAPSHOTS
+                   ) -> None:
+    """Write a snapshot at ``offset`` and keep only the newest ``keep`` (None: leave the others to the next load,
+    which prunes; a clean stop saves a directory scan per log that way): enough to rebuild after a tail truncation.
+
+    Written in place, as Kafka writes its snapshots, not through a temporary file and a rename: a torn snapshot
+    does not parse, and loading deletes it and falls back to the one before (or a rebuild from the log), so the
+    rename would buy nothing but one more metadata operation per log on a clean stop."""
+    fd = os.open(snapshot_path(directory, offset), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, state.to_json(offset).encode())
+        durability.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(directory)
+    if keep is not None:
+        for _, old in list_snapshots(directory)[:-keep]:
+            old.unlink(missing_ok=True)
 
 
 def load_latest_snapshot(directory: Path, max_offset: int, delete_above: int | None = None
                          ) -> tuple[ProducerStateManager, int] | None:
     """Newest readable snapshot at or below ``max_offset``; those above ``delete_above`` (default
-    ``max_offset``) describe truncated data and are removed."""
+    ``max_offset``) describe truncated data and are removed, and of the rest only the newest
+    :data:`KEEP_SNAPSHOTS` stay (a clean stop writes one without pruning)."""
     limit = max_offset if delete_above is None else delete_above
+    kept: list[Path] = []
+    loaded: tuple[ProducerStateManager, int] | None = None
     for offset, path in reversed(list_snapshots(directory)):
-        if offset > max_offset:
-            if offset > limit:
-                path.unlink(missing_ok=True)
+        if offset > limit:
+            path.unlink(missing_ok=True)
             continue
-        try:
-            return ProducerStateManager.from_json(path.read_text())
-        except (ValueError, KeyError, TypeError, OSError):
-            os.unlink(path)
-    return None
+        if len(kept) >= KEEP_SNAPSHOTS and loaded is not None:
+            path.unlink(missing_ok=True)
+            continue
+        if offset <= max_offset and loaded is None:
+            try:
+                loaded = ProducerStateManager.from_json(path.read_text())
+            except (ValueError, KeyError, TypeError, OSError):
+                os.unlink(path)
+                continue
+        kept.append(path)
+    return loaded

@@ -223,8 +223,9 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the data and indexes."""
-        with self.files.use(self) as fd:
-            durability.fsync(fd)
+        if not durability.is_deferred():  # a clean stop's barrier covers the data: no descriptor to (re)open
+            with self.files.use(self) as fd:
+                durability.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
