@@ -38,8 +38,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from fault_proxy import FaultProxy, LostResponse
 
+from fault_proxy import FaultProxy, LostResponse
 from odradek.cluster import LocalCluster
 from odradek.lab import checker
 from odradek.lab.batches import Batch, read_batches
@@ -262,7 +262,8 @@ def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 4000,
 
 def _create_topic(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(TOPIC, num_partitions=2, replica_assignment=[[0], [1]])], operation_timeout=30)
+    topic = NewTopic(TOPIC, num_partitions=2, replica_assignment=[[0], [1]])  # LOST on broker 0, TIMED_OUT on 1
+    futures = admin.create_topics([topic], operation_timeout=30)
     futures[TOPIC].result(30)
 
 
