@@ -34,8 +34,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--records", type=int, default=20, help="records in the batch whose response is lost")
-    parser.add_argument("--message-timeout-ms", type=int, default=4000)
-    parser.add_argument("--gap", type=float, default=2.5, help="seconds between the two partitions' sends")
+    parser.add_argument("--message-timeout-ms", type=int, default=5000)
+    parser.add_argument("--gap", type=float, default=3.0, help="seconds between the two partitions' sends")
     parser.add_argument("--no-bump", action="store_true", help="the control: no timeouts, so no epoch bump")
     args = parser.parse_args()
     print(f"confluent-kafka {confluent_kafka.version()}, librdkafka {confluent_kafka.libversion()[0]}; "
@@ -52,9 +52,9 @@ def main() -> int:
         dups, same = out.duplicates, out.same_session_duplicates()
         anomalies = out.report.anomalies()
         print(f"\nrun {run} ({took:.1f}s): sent {out.sent}, acknowledged {out.acked}, failed "
-              f"{sum(out.failed.values())} {out.failed or ''}; broker 0 wrote {out.written_before_heal} records "
-              f"whose response was lost; bumped to {out.bumped_to}; duplicates {len(dups)} "
-              f"({len(same)} under one session); checker: {len(anomalies)} anomalies, "
+              f"{sum(out.failed.values())} {out.failed or ''} (by partition: {out.failed_in}); broker 0 wrote "
+              f"{out.written_before_heal} records whose response was lost; bumped to {out.bumped_to}; duplicates "
+              f"{len(dups)} ({len(same)} under one session); checker: {len(anomalies)} anomalies, "
               f"{len(out.report.topics[0].session_duplicates)} allowed as a new producer session")
         for value, copies in sorted(dups.items(), key=lambda kv: kv[1][0].offset):
             print(f"  {value.decode()}: " + "  |  ".join(

@@ -48,6 +48,7 @@ from odradek.testing import FAST_TEST_OVERRIDES, ThreadedCluster
 TOPIC = "epoch-bump"
 LOST, TIMED_OUT = 0, 1  # partition -> led by broker 0 (response lost) and broker 1 (connections refused)
 PRODUCER = "p-bump"
+TIMED_OUT_RECORDS = 5
 DEBUG_LINE = re.compile(r"DRAIN|GETPID|IDEMPSTATE|NEWPID|TIMEOUT|ERRPID|message.timeout.ms|epoch bump", re.I)
 # librdkafka bumps an idempotent producer's epoch itself once drained (KIP-360: same id, epoch + 1); a version
 # that asked the broker instead (InitProducerId) would say "Acquired PID{...} (previous PID{...})"
@@ -103,6 +104,7 @@ class Outcome:
     sent: int = 0
     acked: int = 0
     failed: dict[str, int] = field(default_factory=dict)  # delivery error name -> records
+    failed_in: dict[int, int] = field(default_factory=dict)  # partition -> records whose delivery failed
     lost_responses: list[LostResponse] = field(default_factory=list)
     written_before_heal: int = 0  # LOST records in broker 0's log when the response was thrown away
     bumped_to: tuple[int, int] | None = None  # the producer session librdkafka moved to: (id, epoch)
@@ -151,7 +153,7 @@ def _wait(predicate: Callable[[], object], timeout: float, what: str, producer: 
             time.sleep(0.05)
 
 
-def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 4000, gap_s: float = 2.5,
+def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 5000, gap_s: float = 3.0,
               bump: bool = True, log: Callable[[str], None] | None = None) -> Outcome:
     """One run on a fresh three-broker cluster in ``work_dir``; the outcome whether or not librdkafka duplicates.
 
@@ -186,6 +188,7 @@ def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 4000,
                                         time.monotonic()))
             else:
                 out.failed[err.name()] = out.failed.get(err.name(), 0) + 1
+                out.failed_in[msg.partition()] = out.failed_in.get(msg.partition(), 0) + 1
 
         producer = Producer({
             "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -212,7 +215,7 @@ def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 4000,
         if bump:
             refusing.refuse()
             started = time.monotonic()
-            produce(TIMED_OUT, 5)
+            produce(TIMED_OUT, TIMED_OUT_RECORDS)
             # the gap (see the module's docstring): these time out while the LOST records still wait for a retry
             _wait(lambda: time.monotonic() - started >= gap_s, gap_s + 1,
                   "the gap between the two partitions' sends", producer)
