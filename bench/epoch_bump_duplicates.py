@@ -27,7 +27,7 @@ import confluent_kafka  # noqa: E402
 
 from epoch_bump import reproduce  # noqa: E402
 
-BUMP_LINES = ("timed out", "epoch bump", "bumped epoch", "changed PID{Id")
+BUMP_LINES = ("drain before retrying", "timed out", "epoch bump", "bumped epoch", "changed PID{Id")
 
 
 def main() -> int:
