@@ -13,7 +13,6 @@ Pure stdlib; the proxy runs on an event loop of its own thread so blocking tests
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import struct
 import threading
 import time
@@ -115,16 +114,13 @@ class FaultProxy:
             client_writer.close()
             return
         self._connections.update((client_writer, server_writer))
-        try:
-            await asyncio.gather(self._requests(client_reader, server_writer, client_writer),
-                                 self._responses(server_reader, client_writer))
-        except (OSError, asyncio.IncompleteReadError):
-            pass  # either side went away (or the proxy closed both): the other is closed below
-        finally:
-            for w in (client_writer, server_writer):
-                self._connections.discard(w)
-                w.close()
-            self._doomed.pop(client_writer, None)
+        # either side going away (or the proxy closing both) ends both directions; their errors are that ending
+        await asyncio.gather(self._requests(client_reader, server_writer, client_writer),
+                             self._responses(server_reader, client_writer), return_exceptions=True)
+        for w in (client_writer, server_writer):
+            self._connections.discard(w)
+            w.close()
+        self._doomed.pop(client_writer, None)
 
     async def _requests(self, reader: asyncio.StreamReader, server: asyncio.StreamWriter,
                         client: asyncio.StreamWriter) -> None:
@@ -156,5 +152,4 @@ class FaultProxy:
                 client.write(struct.pack(">i", len(frame)) + frame)
                 await client.drain()
         finally:
-            with contextlib.suppress(Exception):
-                client.close()
+            client.close()
