@@ -2,8 +2,8 @@
 
 The checker needs this to tell a broker that failed to deduplicate a retry (two copies under one producer id and
 epoch: the broker's fault) from a client that sent a record again under a new producer id or epoch (idempotence
-holds only within one producer session, KIP-98; librdkafka does this after OUT_OF_ORDER_SEQUENCE_NUMBER,
-confluentinc/librdkafka#4953). A consumer cannot see either, so the files are read directly, as
+holds only within one producer session, KIP-98; librdkafka does this to records whose response it lost when it
+bumps its epoch, confluentinc/librdkafka#4953). A consumer cannot see either, so the files are read directly, as
 ``odradek dump-log`` does, once the cluster is whole again (every replica in the ISR, so any broker holding the
 partition has the same batches up to the high watermark; the one with the longest log is used).
 """

@@ -11,10 +11,11 @@ configuration:
   without idempotence its retries may also write a record twice or reorder it (counted).
 - an idempotent producer's guarantee holds within one producer session (producer id and epoch, KIP-98): a record
   written twice under one session is the broker's fault (an anomaly), but copies under different sessions are the
-  client sending it again after starting a new one, which no broker can recognise. librdkafka does that: after an
-  OUT_OF_ORDER_SEQUENCE_NUMBER it bumps its epoch (a new producer id when idempotent without a transactional id)
-  and re-sends every record not yet acknowledged, including some already written (confluentinc/librdkafka#4953,
-  which notes it happens against Kafka too). Those are counted apart, as allowed, with the sessions of each copy;
+  client sending it again after starting a new one, which no broker can recognise. librdkafka does that: when it
+  bumps its epoch (after records of some partition time out or get OUT_OF_ORDER_SEQUENCE_NUMBER; an idempotent
+  producer bumps it itself, same id, epoch + 1) it re-sends under the new epoch the records whose response it lost,
+  which were written already (confluentinc/librdkafka#4953, which notes it happens against Kafka too; reproduced by
+  tests/lab/test_lab_epoch_bump.py). Those are counted apart, as allowed, with the sessions of each copy;
   so are the reorderings the second copies make. Telling them apart needs :attr:`History.batches`, the batch
   headers of the final log (:mod:`odradek.lab.batches`); without them every duplicate counts against the broker.
 - a transactional consume-transform-produce stage read with ``isolation.level=read_committed``
@@ -198,8 +199,8 @@ class TopicReport:
         if self.session_duplicates:
             out.append(f"{self.topic}: {len(self.session_duplicates)} records written again under a new producer "
                        f"session ({self.session_reorderings} reorderings with them): allowed, an idempotent "
-                       "producer's guarantee holds per producer id and epoch; librdkafka re-sends unacknowledged "
-                       "records under a new epoch after OUT_OF_ORDER_SEQUENCE_NUMBER (confluentinc/librdkafka#4953)")
+                       "producer's guarantee holds per producer id and epoch; librdkafka re-sends records whose "
+                       "response it lost under a new epoch when it bumps one (confluentinc/librdkafka#4953)")
             out += [f"{self.topic}:   {x}" for x in self.session_duplicates[:5]]
         if self.in_doubt_seen:
             out.append(f"{self.topic}: {self.in_doubt_seen} records of transactions whose outcome the client never "
