@@ -39,6 +39,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from brokers import wait_for
 from fault_proxy import FaultProxy, LostResponse
 from odradek.cluster import LocalCluster
 from odradek.lab import checker
@@ -139,18 +140,19 @@ class _Lines(logging.Handler):
 
 
 def _wait(predicate: Callable[[], object], timeout: float, what: str, producer: Producer | None = None) -> object:
-    """Poll until ``predicate`` is truthy, serving the producer's callbacks and logs meanwhile."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """:func:`brokers.wait_for`, serving the producer's callbacks and logs between checks when there is one."""
+    if producer is None:
+        return wait_for(predicate, timeout, what=what)
+
+    served_producer = producer
+
+    def served() -> object:
         result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        if producer is not None:
-            producer.poll(0.05)
-        else:
-            time.sleep(0.05)
+        if not result:
+            served_producer.poll(0.05)  # the wait between checks, delivering callbacks and log lines meanwhile
+        return result
+
+    return wait_for(served, timeout, interval=0, what=what)
 
 
 def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 5000, gap_s: float = 3.0,

@@ -288,18 +288,14 @@ def _read_all(
                 hw = plog.high_watermark
                 start = plog.log_start_offset
                 leo = plog.log_end_offset
-                if follower:
-                    if offset == leo and start <= offset and changed_only and hw == fp.high_watermark \
-                            and start == fp.leader_log_start_offset and not plog.offline:
-                        # a caught-up follower's partition with nothing new, the bulk of a session: no result, and
-                        # no last stable offset looked up (it moves only with the high watermark)
-                        waitable.append((part, hw))
-                        continue
-                    lso = plog.last_stable_offset
-                    upper = leo
-                else:
-                    lso = plog.last_stable_offset
-                    upper = min(hw, lso) if committed else hw
+                if follower and changed_only and offset == leo and start <= offset and hw == fp.high_watermark \
+                        and start == fp.leader_log_start_offset and not plog.offline:
+                    # a caught-up follower's partition with nothing new, the bulk of a session: no result, and no
+                    # last stable offset looked up (it moves only with the high watermark)
+                    waitable.append((part, hw))
+                    continue
+                lso = plog.last_stable_offset
+                upper = leo if follower else (min(hw, lso) if committed else hw)
                 if start <= offset <= leo and offset >= upper and not plog.offline:
                     waitable.append((part, lso))
                     if changed_only and hw == fp.high_watermark and lso == fp.last_stable_offset \
