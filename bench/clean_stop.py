@@ -8,6 +8,7 @@ was written.
     .venv/bin/python bench/clean_stop.py                        # 10,000 partitions
     .venv/bin/python bench/clean_stop.py --partitions 1000
     .venv/bin/python bench/clean_stop.py --restart   # and the stop of a restarted broker, its logs loaded and written
+    .venv/bin/python bench/clean_stop.py --idempotent   # every log with producer state to snapshot
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def start(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, ready.read_text().strip().split("=", 1)[1]
 
 
-def produce_to_each(bootstrap: str, topics: int, per_topic: int, written: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+def produce_to_each(bootstrap: str, topics: int, per_topic: int, written: int, idempotent: bool) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": idempotent})
     deadline = time.monotonic() + 300
     for i in range(written):
         topic, partition = f"t{i % topics}", i // topics % per_topic
@@ -81,6 +82,9 @@ def main() -> None:
     parser.add_argument("--restart", action="store_true",
                         help="then start the broker again on the same logs, write to them again and time that "
                              "stop too (logs loaded at start, as on a broker that has been running)")
+    parser.add_argument("--idempotent", action="store_true",
+                        help="an idempotent producer: every written log then has producer state to snapshot (a plain "
+                             "producer's logs have none, and a clean stop writes them no snapshot, as Kafka's rule)")
     parser.add_argument("--profile", help="write a py-spy raw (collapsed) profile of the (last) stop to this file")
     parser.add_argument("--py-spy", default="py-spy", help="the py-spy executable (not a project dependency)")
     args = parser.parse_args()
@@ -98,7 +102,7 @@ def main() -> None:
                     new = [NewTopic(f"t{i}", args.per_topic, 1) for i in range(topics)]
                     for future in admin.create_topics(new, operation_timeout=120, request_timeout=120).values():
                         future.result()
-                produce_to_each(bootstrap, topics, args.per_topic, written)
+                produce_to_each(bootstrap, topics, args.per_topic, written, args.idempotent)
                 deadline = time.monotonic() + 300  # leaders create their logs as LeaderAndIsr reaches them
                 while (logs := sum(1 for p in log_dir.iterdir() if p.is_dir())) < args.partitions:
                     if time.monotonic() > deadline:
@@ -109,7 +113,8 @@ def main() -> None:
                 if proc.poll() is None:
                     proc.kill()
             marker = (log_dir / ".kafka_cleanshutdown").exists()
-            print(f"{what}: {logs} logs ({written} written): SIGTERM to exit {took:.2f} s, "
+            producer = "idempotent" if args.idempotent else "plain"
+            print(f"{what}: {logs} logs ({written} written, {producer} producer): SIGTERM to exit {took:.2f} s, "
                   f"exit code {proc.returncode}, clean-shutdown marker {'written' if marker else 'MISSING'}")
 
 

@@ -80,7 +80,7 @@ def up(
     """
     from odradek.cluster import LocalCluster
     from odradek.migration import MigrationRefused
-    from odradek.runner import configure_logging, run_cluster
+    from odradek.runner import configure_logging, exit_after_stop, run_cluster
 
     configure_logging(log_level)
     loop = _loop_factory()
@@ -103,6 +103,7 @@ def up(
         event_loop.run(run_cluster(cluster, ready_file), loop)
     except MigrationRefused as exc:
         raise click.ClickException(str(exc)) from exc
+    exit_after_stop()
 
 
 @main.command()
@@ -122,7 +123,7 @@ def broker(
 ) -> None:
     """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft)."""
     from odradek.migration import MigrationRefused
-    from odradek.runner import configure_logging, run_zookeeper_broker
+    from odradek.runner import configure_logging, exit_after_stop, run_zookeeper_broker
 
     configure_logging(log_level)
     loop = _loop_factory()
@@ -139,6 +140,7 @@ def broker(
         event_loop.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port), loop)
     except MigrationRefused as exc:
         raise click.ClickException(str(exc)) from exc
+    exit_after_stop()
 
 
 @main.command()

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import NoReturn
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
@@ -88,3 +90,15 @@ def configure_logging(level: str) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+def exit_after_stop() -> NoReturn:
+    """End the process at once after the brokers have stopped, without the interpreter's teardown.
+
+    By then every log is closed, synced and checkpointed and the coordination session is closed: what is left
+    is freeing the broker's objects one by one (0.4 s of a clean stop with 10,000 logs, bench/clean_stop.py),
+    memory the kernel reclaims in one go. Log handlers and the standard streams are flushed first."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

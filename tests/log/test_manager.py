@@ -19,10 +19,15 @@ from odradek.broker.log.manager import (
 from odradek.broker.topic_config import LogConfig
 
 
-def _fill(manager, topic, partition, n):
+def _fill(manager, topic, partition, n, producer_id=-1, value=b"v"):
+    """``n`` one-record batches; with ``producer_id``, from that idempotent producer (epoch 0, sequences 0..)."""
     plog = manager.get_or_create(topic, partition, {})
     for _ in range(n):
-        buf, headers = batch(1)
+        if producer_id >= 0:
+            seq = plog.log_end_offset
+            buf, headers = batch(1, producer_id=producer_id, producer_epoch=0, base_sequence=seq, value=value)
+        else:
+            buf, headers = batch(1, value=value)
         plog.append_as_leader(buf, headers, 0, T0)
     plog.high_watermark = plog.log_end_offset
     return plog
@@ -230,8 +235,8 @@ def test_a_clean_stop_rewrites_only_dirty_logs(tmp_path, clock):
     its producer snapshot file (same inode), a written one gets a new snapshot at its new LEO."""
     manager = LogManager(tmp_path, clock)
     manager.load()
-    _fill(manager, "idle", 0, 2)
-    _fill(manager, "busy", 0, 2)
+    _fill(manager, "idle", 0, 2, producer_id=7)
+    _fill(manager, "busy", 0, 2, producer_id=8)
     manager.close()
     idle_snapshot = producer_state.snapshot_path(tmp_path / "idle-0", 2)
     inode = idle_snapshot.stat().st_ino
@@ -240,7 +245,7 @@ def test_a_clean_stop_rewrites_only_dirty_logs(tmp_path, clock):
     again.load()
     busy = again.get("busy", 0)
     assert busy is not None
-    buf, headers = batch(1)
+    buf, headers = batch(1, producer_id=8, producer_epoch=0, base_sequence=2)
     busy.append_as_leader(buf, headers, 0, T0)
     again.close()
     assert idle_snapshot.stat().st_ino == inode
@@ -290,3 +295,109 @@ def test_a_failed_barrier_leaves_no_clean_marker(tmp_path, clock, monkeypatch, c
     again.load()  # recovers the log from its files, as after a crash
     assert again.get("orders", 0).log_end_offset == 3
     again.close()
+
+
+def test_a_log_without_producer_state_closes_without_a_snapshot(tmp_path, clock, monkeypatch):
+    """Kafka's rule for a clean shutdown: no snapshot means an empty producer state, so a clean stop writes none
+    for a log of plain producers, and the next clean load takes the empty state without replaying the log. A
+    log with producers keeps its snapshot, and an unclean load without one replays every batch."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    # records past index.interval.bytes, so that the segments have index entries and load without recovery
+    _fill(manager, "plain", 0, 3, value=b"x" * 5000)
+    _fill(manager, "idem", 0, 3, producer_id=5, value=b"x" * 5000)
+    manager.close()
+    assert producer_state.list_snapshots(tmp_path / "plain-0") == []
+    assert [o for o, _ in producer_state.list_snapshots(tmp_path / "idem-0")] == [3]
+
+    from odradek.broker.log import partition_log
+    replayed: list[str] = []
+    real = partition_log.PartitionLog._iter_headers_from
+    monkeypatch.setattr(partition_log.PartitionLog, "_iter_headers_from",
+                        lambda self, offset: (replayed.append(self.name), real(self, offset))[1])
+    again = LogManager(tmp_path, clock)
+    again.load()
+    assert "plain-0" not in replayed, "a clean load of a log without a snapshot replays nothing"
+    plain, idem = again.get("plain", 0), again.get("idem", 0)
+    assert plain is not None and idem is not None
+    assert list(plain.producer_state.entries()) == []
+    assert [e.producer_id for e in idem.producer_state.entries()] == [5]
+    # the idempotent producer is still known: its retry is a duplicate, not a new write
+    buf, headers = batch(1, producer_id=5, producer_epoch=0, base_sequence=2)
+    assert idem.append_as_leader(buf, headers, 0, T0).first_offset == 2
+    again.abandon()  # a crash: no marker
+
+    replayed.clear()
+    third = LogManager(tmp_path, clock)
+    third.load()
+    assert "plain-0" in replayed, "after a crash a log without a snapshot is replayed from its first segment"
+    third.close()
+
+
+def test_idempotent_producer_state_survives_clean_stops_with_a_plain_log_between(tmp_path, clock):
+    """A log whose producers arrive after a snapshot-less clean stop snapshots them at the next one."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    _fill(manager, "t", 0, 2)
+    manager.close()
+    again = LogManager(tmp_path, clock)
+    again.load()
+    _fill(again, "t", 0, 2, producer_id=9)
+    again.close()
+    third = LogManager(tmp_path, clock)
+    third.load()
+    plog = third.get("t", 0)
+    assert plog is not None
+    assert [(e.producer_id, e.last_sequence) for e in plog.producer_state.entries()] == [(9, 3)]
+    third.close()
+
+
+def test_a_new_logs_first_epoch_checkpoint_is_written_in_the_background(tmp_path, clock):
+    """A new leadership of a new log writes its leader-epoch checkpoint from the manager's background work, not
+    at the clean stop; written without an fsync, it is synced before the recovery point passes its epoch."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    plog = manager.get_or_create("t", 0, {})
+    plog.assign_epoch(3, 0)
+    path = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    assert not path.exists()
+    assert plog.new_epoch_checkpoint_pending
+    clock.advance(2_000)
+    manager.tick(clock.now_ms())
+    manager.wait_for_cleaner()
+    assert path.read_text() == "0\n1\n3 0\n"
+    assert not plog.new_epoch_checkpoint_pending
+    synced: list[str] = []
+    real = checkpoint.sync_file
+    import odradek.broker.log.epoch_cache as epoch_cache
+    orig = epoch_cache.checkpoint.sync_file
+    epoch_cache.checkpoint.sync_file = lambda p: (synced.append(p.name), real(p))[1]
+    try:
+        buf, headers = batch(1)
+        plog.append_as_leader(buf, headers, 3, T0)
+        plog.flush()
+    finally:
+        epoch_cache.checkpoint.sync_file = orig
+    assert synced == ["leader-epoch-checkpoint"]
+    manager.close()
+
+
+def test_a_torn_epoch_checkpoint_recovers_the_epochs_from_the_batches(tmp_path, clock):
+    """A checkpoint written without an fsync can be empty after a crash: the log recovers every segment and
+    assigns the epochs again from its batches, instead of failing to load."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    plog = manager.get_or_create("t", 0, {})
+    for epoch in (1, 1, 4):
+        buf, headers = batch(1)
+        plog.append_as_leader(buf, headers, epoch, T0)
+    manager.close()
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("")
+    again = LogManager(tmp_path, clock)
+    again.load()
+    reopened = again.get("t", 0)
+    assert reopened is not None
+    assert reopened.epoch_entries == [(1, 0), (4, 2)]
+    assert reopened.end_offset_for_epoch(1) == (1, 2)
+    again.close()
+    assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n4 2\n"

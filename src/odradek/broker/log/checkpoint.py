@@ -19,17 +19,33 @@ VERSION = 0
 
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, sync: bool = True) -> None:
     """tmp file + fsync + rename + directory fsync: readers and crashes see a whole file or the previous
-    one."""
+    one. ``sync`` False skips both fsyncs: readers still see a whole file, but after a crash the file may be
+    missing or empty until :func:`sync_file` has run (callers must be able to rebuild what it holds)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode())
-        durability.fsync(fd)
+        if sync:
+            durability.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def sync_file(path: Path) -> None:
+    """Make a file written with ``sync=False`` durable, with its directory entry (nothing when deferred: the
+    barrier covers it)."""
+    if durability.is_deferred():
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        durability.fsync(fd)
+    finally:
+        os.close(fd)
     fsync_dir(path.parent)
 
 
@@ -71,8 +87,8 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
     return {TopicPartition(t, int(p)): int(o) for t, p, o in _parse(path, 3)}
 
 
-def write_epochs(path: Path, entries: Iterable[tuple[int, int]]) -> None:
-    write_atomically(path, _format(f"{epoch} {start}" for epoch, start in entries))
+def write_epochs(path: Path, entries: Iterable[tuple[int, int]], sync: bool = True) -> None:
+    write_atomically(path, _format(f"{epoch} {start}" for epoch, start in entries), sync)
 
 
 def read_epochs(path: Path) -> list[tuple[int, int]]:

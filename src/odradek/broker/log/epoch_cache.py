@@ -20,12 +20,25 @@ FILE_NAME = "leader-epoch-checkpoint"
 
 class LeaderEpochCache:
     def __init__(self, path: Path | None) -> None:
-        """``path`` None keeps the cache in memory only (pure logic tests)."""
+        """``path`` None keeps the cache in memory only (pure logic tests).
+
+        A checkpoint that does not parse (a crash tore a file written without an fsync, see
+        :meth:`write_if_new`) leaves the cache empty and ``corrupt`` set: the log then recovers every segment,
+        which assigns the epochs again from its batches."""
         self._path = path
-        entries = checkpoint.read_epochs(path) if path is not None else []
+        self.corrupt = False
+        self._on_disk = path is not None and path.exists()
+        entries: list[tuple[int, int]] = []
+        if self._on_disk:
+            assert path is not None
+            try:
+                entries = checkpoint.read_epochs(path)
+            except ValueError:
+                self.corrupt = True
         self._epochs: list[int] = [e for e, _ in entries]
         self._starts: list[int] = [s for _, s in entries]
-        self._dirty = False
+        self._dirty = self.corrupt
+        self._unsynced = False  # the file was written without fsync (write_if_new); flush_if_dirty syncs it
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -105,11 +118,40 @@ class LeaderEpochCache:
         self._starts.clear()
         self._flush()
 
+    @property
+    def new_file_pending(self) -> bool:
+        """Whether :meth:`write_if_new` has a first checkpoint to write."""
+        return self._dirty and not self._on_disk and self._path is not None
+
+    def write_if_new(self) -> bool:
+        """Write a deferred checkpoint now, without an fsync, if no checkpoint file exists yet: a new log's.
+
+        A broker that takes over thousands of new leaderships writes their first checkpoints this way, in the
+        background soon after, instead of all of them at its clean stop (one file creation each, the bulk of
+        that stop's time). Skipping the fsync is safe only for a first file: until :meth:`flush_if_dirty` syncs
+        it the recovery point does not pass its epochs' data, so a crash that loses or tears it loses nothing
+        that recovering the log's batches does not assign again. A file that exists is only ever replaced with
+        an fsync."""
+        if not self.new_file_pending:
+            return False
+        assert self._path is not None
+        checkpoint.write_epochs(self._path, self.entries, sync=False)
+        self._on_disk = True
+        self._dirty = False
+        self._unsynced = True
+        return True
+
     def flush_if_dirty(self) -> None:
+        """Make the checkpoint durable: written if it is behind, synced if it was written without an fsync."""
         if self._dirty:
             self._flush()
+        elif self._unsynced and self._path is not None:
+            checkpoint.sync_file(self._path)
+            self._unsynced = False
 
     def _flush(self) -> None:
         if self._path is not None:
             checkpoint.write_epochs(self._path, self.entries)
+            self._on_disk = True
         self._dirty = False
+        self._unsynced = False

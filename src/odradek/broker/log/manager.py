@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -133,6 +134,8 @@ class LogManager:
             else None
         )
         self._flushing: dict[TopicPartition, concurrent.futures.Future[None]] = {}
+        self._epoch_writing: concurrent.futures.Future[None] | None = None
+        self._closing = threading.Event()  # a stop's close threads take over what background work has left
         # Checkpoints are six fsyncs per directory: written on a thread of their own (Kafka's scheduler thread),
         # they no longer stall the event loop, and every request waiting on it, for tens of milliseconds every
         # few seconds (bench/RESULTS.md, issue 11). The offsets are read on the caller's thread.
@@ -501,6 +504,7 @@ class LogManager:
         self._checkpoint_failed(done.result())
 
     def _sweep(self, now_ms: int, retention: bool) -> None:
+        new_epochs: list[PartitionLog] = []
         for tp, plog in list(self._logs.items()):
             topic, partition = tp
             if plog.offline:
@@ -509,10 +513,17 @@ class LogManager:
                 plog.tick(now_ms, flush_rolled=self._flusher_pool is None, retention=retention)
                 if self._flusher_pool is not None:
                     self._schedule_flush(tp, plog)
+                    if plog.new_epoch_checkpoint_pending:
+                        new_epochs.append(plog)
             except KafkaError as exc:
                 log.error("background work on %s-%d failed: %s", topic, partition, exc)
             if plog.config.compact:
                 self._schedule_cleaning(tp, plog, now_ms)
+        if new_epochs and (self._epoch_writing is None or self._epoch_writing.done()):
+            assert self._flusher_pool is not None
+            # one task for them all: ten thousand new leaderships would otherwise be ten thousand futures
+            self._epoch_writing = self._flusher_pool.submit(_write_new_epoch_checkpoints, new_epochs,
+                                                            self._closing)
 
     def _schedule_cleaning(self, tp: TopicPartition, plog: PartitionLog, now_ms: int) -> None:
         last = self._last_clean_check.get(tp)
@@ -554,7 +565,10 @@ class LogManager:
 
     def wait_for_cleaner(self, timeout_s: float | None = None) -> None:
         """Block until scheduled compactions and flushes have finished (shutdown and tests)."""
-        concurrent.futures.wait([*self._cleaning.values(), *self._flushing.values()], timeout=timeout_s)
+        background = [*self._cleaning.values(), *self._flushing.values()]
+        if self._epoch_writing is not None:
+            background.append(self._epoch_writing)
+        concurrent.futures.wait(background, timeout=timeout_s)
 
     def checkpoint(self) -> None:
         """Write the three offset checkpoints of every online log directory (each atomically), after any background
@@ -595,6 +609,7 @@ class LogManager:
 
     def abandon(self) -> None:
         """Stop background work without flushing, closing or checkpointing: what a crash leaves on disk."""
+        self._closing.set()
         self._stop_moves()
         for pool in (self._cleaner_pool, self._flusher_pool, self._checkpoint_pool):
             if pool is not None:
@@ -607,6 +622,7 @@ class LogManager:
 
     def close(self) -> None:
         """Flush every log, checkpoint, and mark the shutdown clean only if every log closed cleanly."""
+        self._closing.set()
         self._stop_moves()  # an unfinished move's -future directory is removed by the next load
         for pool in (self._cleaner_pool, self._flusher_pool, self._checkpoint_pool):
             if pool is not None:
@@ -619,7 +635,9 @@ class LogManager:
         # submitting under the GIL the workers are contending for
         slices = [logs[i::CLOSE_THREADS] for i in range(CLOSE_THREADS)]
         with concurrent.futures.ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="log-close") as pool:
+            started = time.monotonic()
             closed = list(pool.map(_close_logs, slices))
+        closed_s = time.monotonic() - started
         clean = all(closed)
         for directory in self.log_dirs:
             if directory in self.offline_dirs:
@@ -630,7 +648,11 @@ class LogManager:
                 log.error("clean stop: syncing log directory %s failed (%s); its logs are recovered at the next "
                           "start", directory, exc)
                 clean = False
+        synced_s = time.monotonic() - started
         self.checkpoint()
+        if logs:
+            log.info("closed %d logs in %.2f s (%.2f s closing them, %.2f s syncing the log directories)", len(logs),
+                     time.monotonic() - started, closed_s, synced_s - closed_s)
         if clean and self._loaded:
             for directory in self.log_dirs:
                 if directory not in self.offline_dirs:
@@ -651,6 +673,18 @@ def _write_checkpoints(offsets: list[tuple[Path, dict[str, dict[TopicPartition, 
         except OSError as exc:
             failed.append((directory, exc))
     return failed
+
+
+def _write_new_epoch_checkpoints(logs: list[PartitionLog], closing: threading.Event) -> None:
+    """New logs' first leader-epoch checkpoints (a failure takes its log offline and says so; the rest go on),
+    until the manager closes: its close threads then write the rest, in parallel."""
+    for plog in logs:
+        if closing.is_set():
+            return
+        try:
+            plog.write_new_epoch_checkpoint()
+        except KafkaError as exc:
+            log.error("writing the leader-epoch checkpoint of %s failed: %s", plog.name, exc)
 
 
 def _close_logs(items: list[tuple[tuple[str, int], PartitionLog]]) -> bool:

@@ -143,7 +143,13 @@ class PartitionLog:
         self._truncations = 0
         directory.mkdir(parents=True, exist_ok=True)
         self._epochs = LeaderEpochCache(directory / EPOCH_FILE)
+        if self._epochs.corrupt:
+            log.warning("partition %s: its leader-epoch-checkpoint does not parse; recovering every segment, which "
+                        "assigns the epochs again from the batches", self.name)
+            recovery_point, clean_shutdown = 0, False
         self._producers = ProducerStateManager()
+        # the offset of the newest producer-state snapshot in the directory, None for none (see close)
+        self._latest_snapshot: int | None = None
         self._last_flush_ms = clock.now_ms()
         with self._disk("open"):
             self._load(recovery_point, log_start_offset, clean_shutdown)
@@ -190,7 +196,7 @@ class PartitionLog:
         self._log_start_offset = min(max(checkpoint_log_start, self._segments[0].base_offset), leo)
         self._epochs.truncate_from_end(leo)
         self._epochs.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state({s for s in rebuild if s in self._segments})
+        self._rebuild_producer_state({s for s in rebuild if s in self._segments}, clean_shutdown=clean_shutdown)
         for segment in self._segments:
             if segment.unflushed or segment is not self._active or segment.txn_index.unsynced:
                 segment.flush()
@@ -232,7 +238,8 @@ class PartitionLog:
                 if path.exists():
                     os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
 
-    def _rebuild_producer_state(self, rebuild_index: set[LogSegment] | None = None) -> None:
+    def _rebuild_producer_state(self, rebuild_index: set[LogSegment] | None = None, *,
+                                clean_shutdown: bool = False) -> None:
         """Snapshot at or below the LEO, then the batches after it (headers carry all producer state; markers
         are read for their type and coordinator epoch). With ``rebuild_index`` (segments whose ``.txnindex`` was
         reset), the snapshot must be at or below the first of them, and every ABORT marker in them is written to
@@ -240,10 +247,18 @@ class PartitionLog:
 
         Without a usable snapshot the whole log is replayed, as Kafka does: a transaction opened many segments
         ago is still open until its marker, and forgetting it would expose its records to READ_COMMITTED.
+
+        Except after a clean shutdown with no snapshot at all and no segment recovered: then the state was empty
+        when the log closed (a clean stop writes a snapshot for anything else, see :meth:`close`), and nothing
+        is replayed. This is Kafka's own rule in LogLoader (``reloadFromCleanShutdown`` with no snapshot); Kafka
+        then also writes empty snapshots, odradek leaves the next one to the next roll or clean stop.
         """
         leo = self.log_end_offset
         upto = min([leo, *(s.base_offset for s in rebuild_index or ())])
-        loaded = producer_state.load_latest_snapshot(self.directory, upto, delete_above=leo)
+        loaded, self._latest_snapshot = producer_state.load_snapshots(self.directory, upto, delete_above=leo)
+        if clean_shutdown and self._latest_snapshot is None and not rebuild_index:
+            self._producers = ProducerStateManager()
+            return
         if loaded is not None and loaded[1] >= self._segments[0].base_offset:
             self._producers, start = loaded
         else:
@@ -371,6 +386,7 @@ class PartitionLog:
         self._active.offset_index.ensure_file()
         self._active.time_index.ensure_file()
         producer_state.write_snapshot(self.directory, self._producers, leo)
+        self._latest_snapshot = leo
 
     def roll(self) -> None:
         """Force a roll (tests, and retention that must delete the active segment)."""
@@ -806,9 +822,24 @@ class PartitionLog:
     # --- leader epochs --------------------------------------------------------------------------------------
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
-        """A new leadership's epoch; its checkpoint is written with the next flush (see LeaderEpochCache.assign)."""
+        """A new leadership's epoch; its checkpoint is written with the next flush (see LeaderEpochCache.assign),
+        or, for a new log, by the log manager's background work soon after (write_new_epoch_checkpoint)."""
         with self._lock, self._disk("leader epoch checkpoint"):
             self._epochs.assign(epoch, start_offset, flush=False)
+
+    @property
+    def new_epoch_checkpoint_pending(self) -> bool:
+        """Whether a new log's first leader-epoch checkpoint waits to be written (read without the lock)."""
+        return self._epochs.new_file_pending
+
+    def write_new_epoch_checkpoint(self) -> None:
+        """Write a new log's first leader-epoch checkpoint, unsynced (LeaderEpochCache.write_if_new): off the
+        event loop, so that a clean stop does not create it."""
+        with self._lock:
+            if self._offline:
+                return
+            with self._disk("leader epoch checkpoint"):
+                self._epochs.write_if_new()
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: ``(largest epoch <= requested, its end offset)`` or (-1, -1)."""
@@ -856,6 +887,7 @@ class PartitionLog:
             self._epochs.clear()
             for _, path in producer_state.list_snapshots(self.directory):
                 path.unlink(missing_ok=True)
+            self._latest_snapshot = None
             self._producers = ProducerStateManager()
             self._after_truncation()
 
@@ -917,6 +949,8 @@ class PartitionLog:
         does it on another thread, as LogManager does) fsync rolled segments."""
         if flush_rolled:
             self.flush_rolled_segments()
+            if self._epochs.new_file_pending:
+                self.write_new_epoch_checkpoint()
         if not retention and not self._flush_due(now_ms):
             return  # the common case, decided without the lock: a broker sweeps tens of thousands of these
         with self._lock:
@@ -999,7 +1033,9 @@ class PartitionLog:
         Only what is dirty is written, so that a broker with thousands of idle logs stops quickly: the flush
         when anything is unflushed, the snapshot when none exists at the LEO yet (Kafka's takeSnapshot skips
         an offset it already has a snapshot for; producer state changes only with the offset, or by expiry,
-        which the next load redoes).
+        which the next load redoes). A log with no producer state and no snapshot writes none: after the clean
+        shutdown the next load takes the missing snapshot for an empty state (see _rebuild_producer_state), so
+        the logs of plain, non-idempotent producers cost a clean stop no file each.
         """
         with self._lock:
             if not self._offline:
@@ -1007,8 +1043,10 @@ class PartitionLog:
                     self._flush()
                 with self._disk("close"):
                     leo = self.log_end_offset
-                    if not os.path.exists(producer_state.snapshot_path(self.directory, leo)):
+                    if ((self._latest_snapshot is not None or self._producers.producers)
+                            and self._latest_snapshot != leo):
                         producer_state.write_snapshot(self.directory, self._producers, leo, keep=None)
+                        self._latest_snapshot = leo
             for segment in self._segments:
                 segment.close()
 

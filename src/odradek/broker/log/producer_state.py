@@ -373,8 +373,15 @@ def load_latest_snapshot(directory: Path, max_offset: int, delete_above: int | N
     """Newest readable snapshot at or below ``max_offset``; those above ``delete_above`` (default
     ``max_offset``) describe truncated data and are removed, and of the rest only the newest
     :data:`KEEP_SNAPSHOTS` stay (a clean stop writes one without pruning)."""
+    return load_snapshots(directory, max_offset, delete_above)[0]
+
+
+def load_snapshots(directory: Path, max_offset: int, delete_above: int | None = None
+                   ) -> tuple[tuple[ProducerStateManager, int] | None, int | None]:
+    """:func:`load_latest_snapshot`, and the offset of the newest snapshot the directory keeps afterwards, None
+    for none (the log remembers it instead of listing or statting the directory again)."""
     limit = max_offset if delete_above is None else delete_above
-    kept: list[Path] = []
+    kept: list[tuple[int, Path]] = []
     loaded: tuple[ProducerStateManager, int] | None = None
     for offset, path in reversed(list_snapshots(directory)):
         if offset > limit:
@@ -389,5 +396,5 @@ def load_latest_snapshot(directory: Path, max_offset: int, delete_above: int | N
             except (ValueError, KeyError, TypeError, OSError):
                 os.unlink(path)
                 continue
-        kept.append(path)
-    return loaded
+        kept.append((offset, path))
+    return loaded, kept[0][0] if kept else None
