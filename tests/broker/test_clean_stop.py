@@ -1,20 +1,20 @@
 """A clean stop of a real ``odradek up`` process: what it leaves on disk and what the next start finds.
 
-A clean stop writes a producer-state snapshot only for logs that have producer state (Kafka's rule: after a clean
-shutdown, no snapshot means an empty state), new logs' first leader-epoch checkpoints are written in the
-background or by the stop, and the process ends without the interpreter's teardown, after its last log line.
+A clean stop writes the producer state of the logs that have any in one file per log directory, no snapshot file
+per log; new logs' first leader-epoch checkpoints are written in the background or by the stop; and the process
+ends without the interpreter's teardown, after its last log line.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from brokers import BrokerProcess
 from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.broker.log.producer_state import SNAPSHOT_SUFFIX
+from brokers import BrokerProcess
+from odradek.broker.log.producer_state import SNAPSHOT_SUFFIX, read_stop_states
 from odradek.cli_transactions import transactions
 
 TOPIC = "stops"
@@ -49,7 +49,7 @@ def _producers(bootstrap: str, partition: int) -> str:
     return result.output
 
 
-def test_a_clean_stop_snapshots_only_logs_with_producers_and_the_next_start_finds_them(tmp_path: Path) -> None:
+def test_a_clean_stop_keeps_producer_state_and_the_next_start_finds_it(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
@@ -65,8 +65,9 @@ def test_a_clean_stop_snapshots_only_logs_with_producers_and_the_next_start_find
     assert "closed 2 logs in" in text
     assert text.rstrip().endswith("broker 0 stopped"), "the last log line is written before the process ends"
     plain, idem = logs / f"{TOPIC}-0", logs / f"{TOPIC}-1"
-    assert sorted(p.name for p in plain.glob(f"*{SNAPSHOT_SUFFIX}")) == []
-    assert sorted(p.name for p in idem.glob(f"*{SNAPSHOT_SUFFIX}")) == [f"{3:020d}{SNAPSHOT_SUFFIX}"]
+    assert sorted(p.name for p in (*plain.glob(f"*{SNAPSHOT_SUFFIX}"), *idem.glob(f"*{SNAPSHOT_SUFFIX}"))) == []
+    states = read_stop_states(logs)  # the one producer-state file of the directory: only the idempotent log
+    assert states is not None and list(states) == [(TOPIC, 1)]
     for directory in (plain, idem):
         assert (directory / "leader-epoch-checkpoint").read_text().splitlines()[2:] == ["0 0"]
 

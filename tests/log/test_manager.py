@@ -231,15 +231,15 @@ def test_compaction_checks_back_off_between_ticks(tmp_path, clock):
 
 
 def test_a_clean_stop_rewrites_only_dirty_logs(tmp_path, clock):
-    """Closing thousands of logs must not fsync idle ones: a log with nothing appended since its last close keeps
-    its producer snapshot file (same inode), a written one gets a new snapshot at its new LEO."""
+    """Closing thousands of logs must not touch idle ones: a log with nothing appended since its last load keeps
+    its files as they are, and no log gets a file of its own for its producer state (it goes in the directory's
+    one producer-state file, rewritten whole)."""
     manager = LogManager(tmp_path, clock)
     manager.load()
     _fill(manager, "idle", 0, 2, producer_id=7)
     _fill(manager, "busy", 0, 2, producer_id=8)
     manager.close()
-    idle_snapshot = producer_state.snapshot_path(tmp_path / "idle-0", 2)
-    inode = idle_snapshot.stat().st_ino
+    idle_files = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "idle-0").iterdir()}
 
     again = LogManager(tmp_path, clock)
     again.load()
@@ -248,8 +248,11 @@ def test_a_clean_stop_rewrites_only_dirty_logs(tmp_path, clock):
     buf, headers = batch(1, producer_id=8, producer_epoch=0, base_sequence=2)
     busy.append_as_leader(buf, headers, 0, T0)
     again.close()
-    assert idle_snapshot.stat().st_ino == inode
-    assert producer_state.snapshot_path(tmp_path / "busy-0", 3).exists()
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "idle-0").iterdir()} == idle_files
+    assert producer_state.list_snapshots(tmp_path / "busy-0") == []
+    states = producer_state.read_stop_states(tmp_path)
+    assert states is not None and sorted(states) == [("busy", 0), ("idle", 0)]
+    assert producer_state.ProducerStateManager.from_json(states[("busy", 0)])[1] == 3
     assert checkpoint.read_offsets(tmp_path / RECOVERY_POINT_FILE) == {("busy", 0): 3, ("idle", 0): 2}
     assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
 
@@ -297,10 +300,19 @@ def test_a_failed_barrier_leaves_no_clean_marker(tmp_path, clock, monkeypatch, c
     again.close()
 
 
-def test_a_log_without_producer_state_closes_without_a_snapshot(tmp_path, clock, monkeypatch):
-    """Kafka's rule for a clean shutdown: no snapshot means an empty producer state, so a clean stop writes none
-    for a log of plain producers, and the next clean load takes the empty state without replaying the log. A
-    log with producers keeps its snapshot, and an unclean load without one replays every batch."""
+def _count_replays(monkeypatch):
+    from odradek.broker.log import partition_log
+    replayed: list[str] = []
+    real = partition_log.PartitionLog._iter_headers_from
+    monkeypatch.setattr(partition_log.PartitionLog, "_iter_headers_from",
+                        lambda self, offset: (replayed.append(self.name), real(self, offset))[1])
+    return replayed
+
+
+def test_a_clean_stop_keeps_producer_state_in_one_file_per_directory(tmp_path, clock, monkeypatch):
+    """One file per directory instead of a snapshot file per log (file creation was most of a clean stop's time):
+    a log missing from it had no producer state. The next clean load takes each log's state from it without
+    replaying the log, and removes it, so that a later crash replays instead of trusting it."""
     manager = LogManager(tmp_path, clock)
     manager.load()
     # records past index.interval.bytes, so that the segments have index entries and load without recovery
@@ -308,30 +320,69 @@ def test_a_log_without_producer_state_closes_without_a_snapshot(tmp_path, clock,
     _fill(manager, "idem", 0, 3, producer_id=5, value=b"x" * 5000)
     manager.close()
     assert producer_state.list_snapshots(tmp_path / "plain-0") == []
-    assert [o for o, _ in producer_state.list_snapshots(tmp_path / "idem-0")] == [3]
+    assert producer_state.list_snapshots(tmp_path / "idem-0") == []
+    states = producer_state.read_stop_states(tmp_path)
+    assert states is not None and list(states) == [("idem", 0)]
 
-    from odradek.broker.log import partition_log
-    replayed: list[str] = []
-    real = partition_log.PartitionLog._iter_headers_from
-    monkeypatch.setattr(partition_log.PartitionLog, "_iter_headers_from",
-                        lambda self, offset: (replayed.append(self.name), real(self, offset))[1])
+    replayed = _count_replays(monkeypatch)
     again = LogManager(tmp_path, clock)
     again.load()
-    assert "plain-0" not in replayed, "a clean load of a log without a snapshot replays nothing"
+    assert replayed == [], "a clean load takes the producer state of the stop without replaying anything"
+    assert producer_state.read_stop_states(tmp_path) is None, "removed once loaded"
     plain, idem = again.get("plain", 0), again.get("idem", 0)
     assert plain is not None and idem is not None
     assert list(plain.producer_state.entries()) == []
     assert [e.producer_id for e in idem.producer_state.entries()] == [5]
     # the idempotent producer is still known: its retry is a duplicate, not a new write
-    buf, headers = batch(1, producer_id=5, producer_epoch=0, base_sequence=2)
+    buf, headers = batch(1, producer_id=5, producer_epoch=0, base_sequence=2, value=b"x" * 5000)
     assert idem.append_as_leader(buf, headers, 0, T0).first_offset == 2
-    again.abandon()  # a crash: no marker
+    again.abandon()  # a crash: no marker, and no producer-state file of a stop
 
-    replayed.clear()
     third = LogManager(tmp_path, clock)
     third.load()
-    assert "plain-0" in replayed, "after a crash a log without a snapshot is replayed from its first segment"
+    assert sorted(replayed) == ["idem-0", "plain-0"], "after a crash the logs are replayed"
+    idem = third.get("idem", 0)
+    assert idem is not None and [e.last_sequence for e in idem.producer_state.entries()] == [2]
     third.close()
+
+
+def test_an_unreadable_producer_state_file_recovers_the_directory(tmp_path, clock):
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    _fill(manager, "idem", 0, 3, producer_id=5)
+    manager.close()
+    (tmp_path / producer_state.STOP_STATES_FILE).write_text("1\n1\nidem 0 {not json\n")
+    again = LogManager(tmp_path, clock)
+    again.load()
+    idem = again.get("idem", 0)
+    assert idem is not None and [e.last_sequence for e in idem.producer_state.entries()] == [2]
+    (tmp_path / producer_state.STOP_STATES_FILE).write_text("garbage")
+    again.close()
+    assert producer_state.read_stop_states(tmp_path) is not None, "the stop writes it again, whole"
+
+
+def test_a_directory_stopped_by_an_older_odradek_loads_its_snapshot_files(tmp_path, clock, monkeypatch):
+    """Before the one file per directory, a clean stop wrote a snapshot file per log: such a directory has no
+    producer-state file; a log's snapshot at its end is loaded, and a log without any had an empty state
+    (Kafka's rule for a clean shutdown without a snapshot)."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    idem = _fill(manager, "idem", 0, 3, producer_id=5, value=b"x" * 5000)
+    _fill(manager, "plain", 0, 3, value=b"x" * 5000)
+    state = idem.producer_state
+    manager.close()
+    (tmp_path / producer_state.STOP_STATES_FILE).unlink()
+    producer_state.write_snapshot(tmp_path / "idem-0", state, 3)
+
+    replayed = _count_replays(monkeypatch)
+    again = LogManager(tmp_path, clock)
+    again.load()
+    assert "plain-0" not in replayed  # (idem-0 is read from its snapshot's offset, its end: nothing)
+    idem, plain = again.get("idem", 0), again.get("plain", 0)
+    assert idem is not None and plain is not None
+    assert [e.last_sequence for e in idem.producer_state.entries()] == [2]
+    assert list(plain.producer_state.entries()) == []
+    again.close()
 
 
 def test_idempotent_producer_state_survives_clean_stops_with_a_plain_log_between(tmp_path, clock):

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from odradek.broker.log import checkpoint, durability
+from odradek.broker.log import checkpoint, durability, producer_state
 from odradek.broker.log.cleaner import LogCleaner
 from odradek.broker.log.mover import FUTURE_SUFFIX, Move, future_dir, lag_of, run_move
 from odradek.broker.log.partition_log import PartitionLog, parse_partition_dir, partition_dir_name
@@ -184,6 +184,14 @@ class LogManager:
         recovery, log_start, high_watermarks = self._read_checkpoints(directory)
         if not recovery and clean:
             clean = False  # a clean marker without checkpoints cannot be trusted
+        states_at_stop: dict[tuple[str, int], str] | None = None
+        if clean:
+            try:
+                states_at_stop = producer_state.read_stop_states(directory)
+            except (ValueError, OSError) as exc:
+                log.warning("the producer state of the last stop in %s does not read (%s): recovering its logs as "
+                            "after a crash", directory, exc)
+                clean = False
         for path in sorted(directory.iterdir()):
             if not path.is_dir():
                 continue
@@ -206,8 +214,12 @@ class LogManager:
                 log_start_offset=log_start.get(parsed, 0),
                 high_watermark=high_watermarks.get(parsed, 0),
                 clean_shutdown=clean and parsed in recovery,
+                stop_states_read=states_at_stop is not None,
+                state_at_stop=states_at_stop.get(parsed) if states_at_stop is not None else None,
             )
         marker.unlink(missing_ok=True)
+        # trusted only right after the stop that wrote it: a later crash must not find it
+        (directory / producer_state.STOP_STATES_FILE).unlink(missing_ok=True)
         checkpoint.fsync_dir(directory)
         return 0 if clean else 1
 
@@ -637,8 +649,22 @@ class LogManager:
         with concurrent.futures.ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="log-close") as pool:
             started = time.monotonic()
             closed = list(pool.map(_close_logs, slices))
+        clean = all(ok for ok, _ in closed)
+        states: dict[Path, dict[tuple[str, int], str]] = {d: {} for d in self.log_dirs}
+        for _, produced in closed:
+            for tp, text in produced.items():
+                states[self._logs[TopicPartition(*tp)].directory.parent][tp] = text
+        for directory, entries in states.items():
+            if directory in self.offline_dirs:
+                continue
+            try:
+                with durability.deferred():  # the barrier below makes it durable before the marker
+                    producer_state.write_stop_states(directory, entries)
+            except OSError as exc:
+                log.error("clean stop: writing the producer state of the logs in %s failed (%s); they are recovered "
+                          "at the next start", directory, exc)
+                clean = False
         closed_s = time.monotonic() - started
-        clean = all(closed)
         for directory in self.log_dirs:
             if directory in self.offline_dirs:
                 continue
@@ -687,17 +713,19 @@ def _write_new_epoch_checkpoints(logs: list[PartitionLog], closing: threading.Ev
             log.error("writing the leader-epoch checkpoint of %s failed: %s", plog.name, exc)
 
 
-def _close_logs(items: list[tuple[tuple[str, int], PartitionLog]]) -> bool:
-    """Close a slice of the logs; True when every one closed cleanly (each is tried whatever the others did)."""
-    return all([_close_log(item) for item in items])
+def _close_logs(items: list[tuple[tuple[str, int], PartitionLog]]) -> tuple[bool, dict[tuple[str, int], str]]:
+    """Close a slice of the logs; True when every one closed cleanly (each is tried whatever the others did), and
+    the producer state of those that have any, for the stop's file."""
+    states: dict[tuple[str, int], str] = {}
+    return all([_close_log(item, states) for item in items]), states
 
 
-def _close_log(item: tuple[tuple[str, int], PartitionLog]) -> bool:
+def _close_log(item: tuple[tuple[str, int], PartitionLog], states: dict[tuple[str, int], str]) -> bool:
     """Close one log; True when it closed cleanly (a failure takes it offline and says so)."""
     (topic, partition), plog = item
     try:
         with durability.deferred():
-            plog.close()
+            plog.close(states)
     except KafkaError as exc:
         log.error("closing %s-%d failed: %s", topic, partition, exc)
         return False

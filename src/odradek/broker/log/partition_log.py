@@ -107,6 +107,9 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return TopicPartition(topic, int(part))
 
 
+_UNKNOWN: str | None = "<no producer-state file of the stop>"  # a sentinel: not a snapshot, not None
+
+
 class PartitionLog:
     def __init__(
         self,
@@ -119,6 +122,8 @@ class PartitionLog:
         high_watermark: int = 0,
         clean_shutdown: bool = False,
         files: OpenFiles | None = None,
+        stop_states_read: bool = False,
+        state_at_stop: str | None = None,
     ) -> None:
         """Open (or create) the log in ``directory`` and recover it.
 
@@ -126,6 +131,10 @@ class PartitionLog:
         recovery-point checkpoint); every batch from the segment holding it onwards is CRC-checked. After a
         clean shutdown only the unindexed tail of each segment is checked, which still catches a file
         truncated while the broker was down.
+
+        ``stop_states_read``: after a clean shutdown, the directory's producer-state file of the stop was read
+        (producer_state.write_stop_states); ``state_at_stop`` is this log's entry in it, None when it had no
+        producer state.
         """
         self.directory = directory
         parsed = parse_partition_dir(directory.name)
@@ -152,13 +161,15 @@ class PartitionLog:
         self._latest_snapshot: int | None = None
         self._last_flush_ms = clock.now_ms()
         with self._disk("open"):
-            self._load(recovery_point, log_start_offset, clean_shutdown)
+            self._load(recovery_point, log_start_offset, clean_shutdown,
+                       state_at_stop if stop_states_read else _UNKNOWN)
         self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
         self._producers.on_high_watermark(self._high_watermark)
 
     # --- loading and recovery -------------------------------------------------------------------------------
 
-    def _load(self, recovery_point: int, checkpoint_log_start: int, clean_shutdown: bool) -> None:
+    def _load(self, recovery_point: int, checkpoint_log_start: int, clean_shutdown: bool,
+              state_at_stop: str | None = _UNKNOWN) -> None:
         self._remove_stray_files()
         self._complete_swaps()
         bases = sorted(
@@ -196,7 +207,8 @@ class PartitionLog:
         self._log_start_offset = min(max(checkpoint_log_start, self._segments[0].base_offset), leo)
         self._epochs.truncate_from_end(leo)
         self._epochs.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state({s for s in rebuild if s in self._segments}, clean_shutdown=clean_shutdown)
+        self._rebuild_producer_state({s for s in rebuild if s in self._segments}, clean_shutdown=clean_shutdown,
+                                     state_at_stop=state_at_stop)
         for segment in self._segments:
             if segment.unflushed or segment is not self._active or segment.txn_index.unsynced:
                 segment.flush()
@@ -239,7 +251,7 @@ class PartitionLog:
                     os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
 
     def _rebuild_producer_state(self, rebuild_index: set[LogSegment] | None = None, *,
-                                clean_shutdown: bool = False) -> None:
+                                clean_shutdown: bool = False, state_at_stop: str | None = _UNKNOWN) -> None:
         """Snapshot at or below the LEO, then the batches after it (headers carry all producer state; markers
         are read for their type and coordinator epoch). With ``rebuild_index`` (segments whose ``.txnindex`` was
         reset), the snapshot must be at or below the first of them, and every ABORT marker in them is written to
@@ -248,17 +260,34 @@ class PartitionLog:
         Without a usable snapshot the whole log is replayed, as Kafka does: a transaction opened many segments
         ago is still open until its marker, and forgetting it would expose its records to READ_COMMITTED.
 
-        Except after a clean shutdown with no snapshot at all and no segment recovered: then the state was empty
-        when the log closed (a clean stop writes a snapshot for anything else, see :meth:`close`), and nothing
-        is replayed. This is Kafka's own rule in LogLoader (``reloadFromCleanShutdown`` with no snapshot); Kafka
-        then also writes empty snapshots, odradek leaves the next one to the next roll or clean stop.
+        After a clean shutdown with no segment recovered, nothing is replayed: the state is the log's entry in
+        the stop's producer-state file (``state_at_stop``), or empty when the file has none for it (the log had
+        no producer state). A directory last stopped by an older odradek has no such file; then a log with no
+        snapshot at all had an empty state, Kafka's own rule in LogLoader (``reloadFromCleanShutdown`` with no
+        snapshot).
         """
         leo = self.log_end_offset
         upto = min([leo, *(s.base_offset for s in rebuild_index or ())])
         loaded, self._latest_snapshot = producer_state.load_snapshots(self.directory, upto, delete_above=leo)
-        if clean_shutdown and self._latest_snapshot is None and not rebuild_index:
-            self._producers = ProducerStateManager()
-            return
+        if clean_shutdown and not rebuild_index:
+            if state_at_stop is _UNKNOWN:
+                if self._latest_snapshot is None:
+                    self._producers = ProducerStateManager()
+                    return
+            elif state_at_stop is None:
+                self._producers = ProducerStateManager()
+                return
+            else:
+                try:
+                    at_stop, offset = ProducerStateManager.from_json(state_at_stop)
+                except (ValueError, KeyError, TypeError) as exc:
+                    log.warning("partition %s: its producer state of the last stop does not parse (%s); replaying "
+                                "the log", self.name, exc)
+                else:
+                    if offset == leo:
+                        self._producers = at_stop
+                        self._producers.truncate_head(self._log_start_offset)
+                        return
         if loaded is not None and loaded[1] >= self._segments[0].base_offset:
             self._producers, start = loaded
         else:
@@ -1027,8 +1056,12 @@ class PartitionLog:
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, states_at_stop: dict[tuple[str, int], str] | None = None) -> None:
         """Flush, snapshot producer state at the LEO and release file descriptors.
+
+        With ``states_at_stop`` (a clean stop of the log manager) a log with producer state adds its snapshot
+        there instead of writing a file: the manager writes them all in one file per directory
+        (producer_state.write_stop_states).
 
         Only what is dirty is written, so that a broker with thousands of idle logs stops quickly: the flush
         when anything is unflushed, the snapshot when none exists at the LEO yet (Kafka's takeSnapshot skips
@@ -1043,7 +1076,10 @@ class PartitionLog:
                     self._flush()
                 with self._disk("close"):
                     leo = self.log_end_offset
-                    if ((self._latest_snapshot is not None or self._producers.producers)
+                    if states_at_stop is not None:
+                        if self._producers.producers:
+                            states_at_stop[(self.topic, self.partition)] = self._producers.to_json(leo)
+                    elif ((self._latest_snapshot is not None or self._producers.producers)
                             and self._latest_snapshot != leo):
                         producer_state.write_snapshot(self.directory, self._producers, leo, keep=None)
                         self._latest_snapshot = leo

@@ -23,12 +23,12 @@ import json
 import os
 import zlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.broker.log import durability
-from odradek.broker.log.checkpoint import fsync_dir
+from odradek.broker.log.checkpoint import fsync_dir, write_atomically
 from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 
@@ -398,3 +398,43 @@ def load_snapshots(directory: Path, max_offset: int, delete_above: int | None = 
                 continue
         kept.append((offset, path))
     return loaded, kept[0][0] if kept else None
+
+
+# --- the producer state of every log at a clean stop, in one file per log directory ------------------------------
+
+STOP_STATES_FILE = "producer-state-checkpoint"
+STOP_STATES_VERSION = 1
+
+
+def write_stop_states(directory: Path, states: Mapping[tuple[str, int], str]) -> None:
+    """The producer state of every log of ``directory`` that has any, as a clean stop leaves it: one line per log,
+    ``<topic> <partition> <snapshot>`` (each snapshot the JSON a snapshot file holds, at the log's end offset).
+
+    Kafka writes a snapshot file per log at a clean stop. Creating ten thousand files was most of a clean stop's
+    time on this machine's disk (a file creation costs 0.1-0.4 ms here), so odradek writes this one file instead;
+    a log missing from it had no producer state. Loading trusts it only after a clean shutdown (the marker), and
+    removes it, so a later crash recovers from the logs' own snapshots, as before. Written atomically; the clean
+    stop's barrier makes it durable before the marker."""
+    lines = [str(STOP_STATES_VERSION), str(len(states))]
+    lines += [f"{topic} {partition} {text}" for (topic, partition), text in sorted(states.items())]
+    write_atomically(directory / STOP_STATES_FILE, "".join(f"{line}\n" for line in lines))
+
+
+def read_stop_states(directory: Path) -> dict[tuple[str, int], str] | None:
+    """What :func:`write_stop_states` wrote, each log's snapshot text unparsed (a log parses its own when it loads);
+    None when there is no such file (a directory last stopped by an older odradek). A file that does not parse
+    raises ValueError."""
+    try:
+        text = (directory / STOP_STATES_FILE).read_text()
+    except FileNotFoundError:
+        return None
+    lines = text.splitlines()
+    if len(lines) < 2 or lines[0] != str(STOP_STATES_VERSION) or not lines[1].isdigit():
+        raise ValueError(f"{directory / STOP_STATES_FILE}: unrecognised header")
+    if len(lines) != 2 + int(lines[1]):
+        raise ValueError(f"{directory / STOP_STATES_FILE}: expected {lines[1]} entries, found {len(lines) - 2}")
+    out: dict[tuple[str, int], str] = {}
+    for line in lines[2:]:
+        topic, partition, snapshot = line.split(" ", 2)
+        out[(topic, int(partition))] = snapshot
+    return out
