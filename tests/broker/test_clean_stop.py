@@ -51,6 +51,14 @@ def _producers(bootstrap: str, partition: int) -> str:
 
 def test_a_clean_stop_keeps_producer_state_and_the_next_start_finds_it(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        _stop_and_restart(broker, tmp_path)
+    finally:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.kill()
+
+
+def _stop_and_restart(broker: BrokerProcess, tmp_path: Path) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
     _produce(broker.bootstrap, 0, [b"plain-0", b"plain-1"], idempotent=False)
