@@ -46,6 +46,7 @@ from odradek.controller import PREFERRED
 from odradek.coordination import znodes as zn
 
 T = TypeVar("T")
+ZK_TOPIC_PARTITIONS = 10_000  # the ZooKeeper phases spread more partitions over several topics
 BROKER_LOG_LEVEL = os.environ.get("ODRADEK_BENCH_BROKER_LOG_LEVEL", "WARNING")
 OVERRIDES = {"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "30000",
              "leader.imbalance.check.interval.seconds": "3000", "group.initial.rebalance.delay.ms": "0",
@@ -424,15 +425,22 @@ def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> No
         victim = next(b for b in (2, 1, 0) if b != cid)
         a, b2 = (x for x in range(3) if x != victim)
         survivor = zk.address(a)
-        topic = "lead"
-        zk.create(zk.address(0), topic,
-                  {p: (victim, a, b2) if p % 2 == 0 else (victim, b2, a) for p in range(partitions)})
-        poll_metadata(survivor, [topic], lambda m: len(m) == partitions
-                      and all(v == (victim, 3) for v in m.values()), 900, 0.5)
+        # topics of at most ZK_TOPIC_PARTITIONS: a topic's assignment is one znode, and ZooKeeper refuses a znode
+        # over jute.maxbuffer (1 MiB by default; 100,000 partitions' assignment JSON is about 1.4 MB)
+        topics = [f"lead-{i}" for i in range(-(-partitions // ZK_TOPIC_PARTITIONS))]
+        for i, topic in enumerate(topics):
+            count = min(ZK_TOPIC_PARTITIONS, partitions - i * ZK_TOPIC_PARTITIONS)
+            zk.create(zk.address(0), topic,
+                      {p: (victim, a, b2) if p % 2 == 0 else (victim, b2, a) for p in range(count)})
+        created = time.perf_counter()
+        poll_metadata(survivor, topics, lambda m: len(m) == partitions
+                      and all(v == (victim, 3) for v in m.values()), 1800, 0.5)
+        print(f"[zookeeper] created {partitions} partitions (RF 3, all led by broker {victim}) in "
+              f"{time.perf_counter() - created:.1f} s", flush=True)
 
         start_t = time.perf_counter()
         zk.procs[victim].send_signal(signal.SIGTERM)
-        moved = poll_metadata(survivor, [topic], lambda m: all(v[0] in (a, b2) for v in m.values()), 600)
+        moved = poll_metadata(survivor, topics, lambda m: all(v[0] in (a, b2) for v in m.values()), 600)
         zk.procs[victim].wait(600)
         exited = time.perf_counter()
         results["zk_shutdown_moved_s"] = moved - start_t
@@ -444,14 +452,14 @@ def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> No
         zk.start(victim)
         print(f"[zookeeper] broker restarted with {partitions} logs in {time.perf_counter() - restart_t:.1f} s",
               flush=True)
-        poll_metadata(survivor, [topic], lambda m: all(v[1] == 3 for v in m.values()), 900, 0.5)
+        poll_metadata(survivor, topics, lambda m: all(v[1] == 3 for v in m.values()), 900, 0.5)
         with controller_connection(survivor) as conn:
             elect_leaders(conn, PREFERRED, None)
-        poll_metadata(survivor, [topic], lambda m: all(v[0] == victim for v in m.values()), 600)
+        poll_metadata(survivor, topics, lambda m: all(v[0] == victim for v in m.values()), 600)
 
         start_t = time.perf_counter()
         zk.procs[victim].kill()
-        moved = poll_metadata(survivor, [topic], lambda m: all(v[0] in (a, b2) for v in m.values()), 600)
+        moved = poll_metadata(survivor, topics, lambda m: all(v[0] in (a, b2) for v in m.values()), 600)
         results["zk_failover_s"] = moved - start_t
         print(f"[zookeeper] leader failover after SIGKILL of a broker leading {partitions}: {moved - start_t:.2f} s "
               f"(includes failure detection: up to the {zk.session_timeout_ms / 1000:.0f} s session timeout)",
