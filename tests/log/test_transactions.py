@@ -363,7 +363,7 @@ def test_a_torn_snapshot_is_deleted_and_the_one_before_used(open_log, tmp_path) 
     newest = producer_state.snapshot_path(directory, 2)
     text = newest.read_text()
     newest.write_text(text[: len(text) // 2])
-    loaded = producer_state.load_latest_snapshot(directory, 2)
+    loaded = producer_state.load_snapshots(directory, 2)[0]
     assert loaded is not None
     state, offset = loaded
     assert offset == 1 and state.ongoing_transaction(A) == 0
@@ -378,7 +378,7 @@ def test_snapshots_a_clean_stop_left_unpruned_are_pruned_at_the_next_load(open_l
     for offset in (1, 2, 3, 4):
         producer_state.write_snapshot(directory, log.producer_state, offset, keep=None)  # as a clean stop does
     assert len(producer_state.list_snapshots(directory)) == 4
-    loaded = producer_state.load_latest_snapshot(directory, 4)
+    loaded = producer_state.load_snapshots(directory, 4)[0]
     assert loaded is not None and loaded[1] == 4
     assert [o for o, _ in producer_state.list_snapshots(directory)] == [3, 4]
 

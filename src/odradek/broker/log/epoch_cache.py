@@ -123,7 +123,7 @@ class LeaderEpochCache:
         """Whether :meth:`write_if_new` has a first checkpoint to write."""
         return self._dirty and not self._on_disk and self._path is not None
 
-    def write_if_new(self) -> bool:
+    def write_if_new(self) -> None:
         """Write a deferred checkpoint now, without an fsync, if no checkpoint file exists yet: a new log's.
 
         A broker that takes over thousands of new leaderships writes their first checkpoints this way, in the
@@ -133,13 +133,12 @@ class LeaderEpochCache:
         that recovering the log's batches does not assign again. A file that exists is only ever replaced with
         an fsync."""
         if not self.new_file_pending:
-            return False
+            return
         assert self._path is not None
         checkpoint.write_epochs(self._path, self.entries, sync=False)
         self._on_disk = True
         self._dirty = False
         self._unsynced = True
-        return True
 
     def flush_if_dirty(self) -> None:
         """Make the checkpoint durable: written if it is behind, synced if it was written without an fsync."""

@@ -368,18 +368,12 @@ def write_snapshot(directory: Path, state: ProducerStateManager, offset: int, ke
             old.unlink(missing_ok=True)
 
 
-def load_latest_snapshot(directory: Path, max_offset: int, delete_above: int | None = None
-                         ) -> tuple[ProducerStateManager, int] | None:
-    """Newest readable snapshot at or below ``max_offset``; those above ``delete_above`` (default
-    ``max_offset``) describe truncated data and are removed, and of the rest only the newest
-    :data:`KEEP_SNAPSHOTS` stay (a clean stop writes one without pruning)."""
-    return load_snapshots(directory, max_offset, delete_above)[0]
-
-
 def load_snapshots(directory: Path, max_offset: int, delete_above: int | None = None
                    ) -> tuple[tuple[ProducerStateManager, int] | None, int | None]:
-    """:func:`load_latest_snapshot`, and the offset of the newest snapshot the directory keeps afterwards, None
-    for none (the log remembers it instead of listing or statting the directory again)."""
+    """The newest readable snapshot at or below ``max_offset``, and the offset of the newest snapshot the directory
+    keeps afterwards, None for none (the log remembers it instead of listing or statting the directory again).
+    Snapshots above ``delete_above`` (default ``max_offset``) describe truncated data and are removed, and of the
+    rest only the newest :data:`KEEP_SNAPSHOTS` stay (a clean stop may have written one without pruning)."""
     limit = max_offset if delete_above is None else delete_above
     kept: list[tuple[int, Path]] = []
     loaded: tuple[ProducerStateManager, int] | None = None
