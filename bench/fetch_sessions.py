@@ -13,10 +13,12 @@ machine's noise hits both alike: each broker's CPU seconds (utime + stime from /
 ``/metrics`` the Fetch requests it answered with their request and response bytes.
 
     PYTHONPATH=src .venv/bin/python bench/fetch_sessions.py [--partitions 10000] [--seconds 20] [--rate 20]
-        [--repeat 3] [--src DIR]
+        [--repeat 3] [--src DIR] [--baseline-src DIR]
 
-``--src`` runs the brokers from another checkout's ``src``. Creating the topics dominates the run time (on the
-shared 2-CPU machine, minutes per thousand partitions).
+``--src`` runs the brokers from another checkout's ``src``. ``--baseline-src`` compares two versions of the code
+instead of sessions on and off: pair B keeps sessions on too and runs from that checkout's ``src`` (variant
+"baseline"), so a change to the session path is measured side by side with the code before it. Creating the
+topics dominates the run time (on the shared 2-CPU machine, minutes per thousand partitions).
 """
 
 from __future__ import annotations
@@ -67,15 +69,17 @@ def scrape(port: int) -> dict[str, float]:
 
 
 class Brokers:
-    def __init__(self, base: Path, zk: LocalZooKeeper, src: str | None) -> None:
+    def __init__(self, base: Path, zk: LocalZooKeeper, src: str | None, baseline_src: str | None = None) -> None:
         self.base = base
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self.ports: dict[int, int] = {}
         self.metrics: dict[int, int] = {}
-        env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()) if src else os.environ.get("PYTHONPATH", ""))
         slots = {b: s for _t, leader, follower, s in PAIRS.values() for b in (leader, follower)}
         try:
             for b in sorted(slots):
+                code = baseline_src if baseline_src and b in (2, 3) else src
+                env = dict(os.environ,
+                           PYTHONPATH=str(Path(code).resolve()) if code else os.environ.get("PYTHONPATH", ""))
                 self._start(b, zk, slots[b], env)
         except BaseException:
             self.close()
@@ -195,8 +199,12 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=20, help="records/s trickled to random partitions of each topic")
     ap.add_argument("--repeat", type=int, default=3, help="measurement windows")
     ap.add_argument("--src", help="run the brokers from this src dir")
+    ap.add_argument("--baseline-src", help="pair B keeps sessions on and runs from this src dir instead")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' directories and logs")
     args = ap.parse_args()
+    if args.baseline_src:
+        PAIRS.pop("no sessions")
+        PAIRS["baseline"] = ("b", 2, 3, "1000")
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, Python "
           f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f}", flush=True)
     print(f"{args.partitions} partitions RF 2 per pair, {args.rate} records/s per topic, {args.repeat} windows of "
@@ -205,7 +213,7 @@ def main() -> None:
     zk = LocalZooKeeper(base / "zk", quick_start=False).start()
     rows: list[tuple[int, str, dict[str, float]]] = []
     try:
-        brokers = Brokers(base, zk, args.src)
+        brokers = Brokers(base, zk, args.src, args.baseline_src)
         stop = threading.Event()
         delivered = {topic: 0 for topic, _l, _f, _s in PAIRS.values()}
         t: threading.Thread | None = None

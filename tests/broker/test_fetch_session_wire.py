@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,8 @@ class Fetcher:
     def _topic(self, **fields: Any) -> dict[str, Any]:
         return {"topic_id": self.topic_id} if self.version >= 13 else {"topic": TOPIC} | fields
 
-    def fetch(self, session_id: int, epoch: int, offsets: dict[int, int], forget: tuple[int, ...] = ()) -> Any:
+    def fetch(self, session_id: int, epoch: int, offsets: dict[int, int], forget: tuple[int, ...] = (),
+              max_wait_s: float = 0) -> Any:
         mod = self.mod
         parts = tuple(
             _make(mod.FetchPartition, partition=p, current_leader_epoch=-1, fetch_offset=o, log_start_offset=-1,
@@ -73,7 +75,8 @@ class Fetcher:
         topics = (mod.FetchTopic(**self._topic(), partitions=parts),) if parts else ()
         forgotten = (mod.ForgottenTopic(**self._topic(), partitions=forget),) if forget else ()
         request = _make(
-            self.cls, replica_id=self.replica_id, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20,
+            self.cls, replica_id=self.replica_id, max_wait=datetime.timedelta(seconds=max_wait_s), min_bytes=1,
+            max_bytes=1 << 20,
             isolation_level=0, session_id=session_id, session_epoch=epoch, topics=topics,
             forgotten_topics_data=forgotten, rack_id="", cluster_id=None,
         )
@@ -124,6 +127,49 @@ def test_an_incremental_fetch_answers_only_what_changed(cluster, version) -> Non
         assert last.session_id == 0 and _session(cluster, sid) is None
     finally:
         f.close()
+
+
+def _dirty(c: ThreadedCluster, session_id: int) -> list[int]:
+    return c.run(lambda: [e.partition for e in c.cluster.brokers[0].services.fetch_sessions.get(session_id).dirty])
+
+
+def test_an_idle_incremental_fetch_reads_no_partition_and_a_produce_dirties_only_its_own(cluster) -> None:
+    f = Fetcher(cluster, 12)
+    try:
+        sid = f.fetch(0, 0, {0: 0, 1: 0, 2: 0}).session_id
+        assert _dirty(cluster, sid) == [0, 1, 2]  # a new session's first incremental fetch reads everything once
+        assert _answered(f.fetch(sid, 1, {})) == {}
+        assert _dirty(cluster, sid) == []
+        _produce(cluster, 2, 2)
+        wait_for(lambda: _dirty(cluster, sid) == [2], what="the high watermark move reaching the session")
+        assert list(_answered(f.fetch(sid, 2, {}))) == [2]
+        assert _dirty(cluster, sid) == [2], "records still ahead of the consumer's offset: read again next time"
+        assert _answered(f.fetch(sid, 3, {2: 2})) == {}
+        assert _dirty(cluster, sid) == []
+    finally:
+        f.close()
+
+
+def test_a_parked_incremental_fetch_wakes_when_a_partition_it_reads_nothing_of_gets_records(cluster) -> None:
+    f = Fetcher(cluster, 12)
+    try:
+        sid = f.fetch(0, 0, {0: 0, 1: 0, 2: 0}).session_id
+        f.fetch(sid, 1, {})
+        answer: list[Any] = []
+        # an hour's wait: only the wake-up through the session's watch can answer it within the test's deadline
+        parked = threading.Thread(target=lambda: answer.append(f.fetch(sid, 2, {}, max_wait_s=3600)))
+        parked.start()
+        wait_for(lambda: cluster.run(lambda: _held(cluster, sid).waiter is not None), what="the fetch parked")
+        _produce(cluster, 1)
+        parked.join(30)
+        assert answer, "the parked fetch was not woken"
+        assert list(_answered(answer[0])) == [1]
+    finally:
+        f.close()
+
+
+def _held(c: ThreadedCluster, session_id: int) -> Any:
+    return c.cluster.brokers[0].services.fetch_sessions.get(session_id)
 
 
 def test_session_errors_answer_at_the_top_with_no_partitions(cluster) -> None:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 
 from odradek.broker.fetch_sessions import (
+    APPEND,
     EVICTION_MS,
     FINAL_EPOCH,
+    HIGH_WATERMARK,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
+    ISR,
     MAX_EPOCH,
+    REPLICA,
     CachedPartition,
     ContextKind,
     FetchSessionCache,
@@ -18,6 +23,9 @@ from odradek.broker.fetch_sessions import (
 )
 from odradek.clock import ManualClock
 from odradek.errors import ErrorCode
+
+FOLLOWER = 1
+CONSUMER = -1
 
 
 def part(index: int, offset: int = 0, hw: int = -1) -> CachedPartition:
@@ -32,7 +40,7 @@ def make(slots: int = 10) -> tuple[FetchSessionCache, ManualClock]:
 
 
 def create(cache: FetchSessionCache, n: int, privileged: bool = False, topic: str = "t") -> int:
-    return cache.maybe_create(privileged, False, [(topic, part(i)) for i in range(n)])
+    return cache.maybe_create(FOLLOWER if privileged else CONSUMER, False, [(topic, part(i)) for i in range(n)])
 
 
 def test_epochs_wrap_to_one_and_final_stays_final() -> None:
@@ -79,7 +87,7 @@ def test_incremental_fetches_check_the_id_and_the_epoch_and_move_the_epoch_on() 
 
 def test_an_incremental_fetch_adds_updates_and_forgets_keeping_what_the_fetcher_was_told() -> None:
     cache, _ = make()
-    sid = cache.maybe_create(True, False, [("a", part(0, 5, hw=9)), ("a", part(1, 7, hw=9))])
+    sid = cache.maybe_create(FOLLOWER, False, [("a", part(0, 5, hw=9)), ("a", part(1, 7, hw=9))])
     ctx = cache.new_context(sid, 1, False, [("a", part(0, 9)), ("b", part(0, 0))], [("a", 1)])
     session = ctx.session
     assert session is not None
@@ -112,13 +120,81 @@ def test_a_partition_is_answered_only_when_what_the_fetcher_knows_changed() -> N
     assert not p.must_respond(0, 11, 11, 3, 0)
 
 
-def test_partitions_served_records_move_to_the_back() -> None:
+def test_partitions_served_records_move_to_the_back_and_idle_ones_leave_the_dirty_set() -> None:
     cache, _ = make()
-    sid = cache.maybe_create(False, False, [("a", part(0)), ("a", part(1)), ("b", part(0))])
+    sid = cache.maybe_create(CONSUMER, False, [("a", part(0)), ("a", part(1)), ("b", part(0))])
     session = cache.get(sid)
     assert session is not None
-    session.rotate([("a", 0)])
-    assert [(k, list(v)) for k, v in session.topics.items()] == [("b", [0]), ("a", [1, 0])]
+    a0, a1, b0 = session.topics["a"][0], session.topics["a"][1], session.topics["b"][0]
+    assert list(session.dirty) == [a0, a1, b0]  # a new session reads everything once
+    session.settle([a1], [a0])
+    assert list(session.dirty) == [b0, a0]
+    assert (a0.key, b0.key) == ("a", "b")
+
+
+def test_the_request_makes_what_it_names_dirty_and_forgetting_stops_the_watch() -> None:
+    cache, _ = make()
+    sid = create(cache, 3)
+    session = cache.get(sid)
+    assert session is not None
+    t0, t1, t2 = (session.topics["t"][i] for i in range(3))
+    replica = Watched()
+    t2.watched = replica
+    session.settle([t0, t1, t2], [])
+    assert not session.dirty
+    ctx = cache.new_context(sid, 1, False, [("t", part(1, 40)), ("u", part(0))], [("t", 2)])
+    assert ctx.session is session
+    u0 = session.topics["u"][0]
+    assert list(session.dirty) == [t1, u0] and u0.key == "u" and t1.fetch_offset == 40
+    assert replica.unwatched == [t2] and t2.watched is None
+
+
+class Watched:
+    """Stands in for a replica: records what stopped watching it."""
+
+    def __init__(self) -> None:
+        self.unwatched: list[CachedPartition] = []
+
+    def unwatch(self, entry: CachedPartition) -> None:
+        self.unwatched.append(entry)
+
+
+def test_events_make_a_partition_dirty_and_wake_only_the_fetch_that_waits_for_them() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        cache, _ = make()
+        follower = cache.get(create(cache, 1, privileged=True))
+        consumer = cache.get(create(cache, 1))
+        assert follower is not None and consumer is not None
+        f0, c0 = follower.topics["t"][0], consumer.topics["t"][0]
+        follower.settle([f0], [])
+        consumer.settle([c0], [])
+        follower.waiter, follower.wakes_on = loop.create_future(), APPEND | REPLICA
+        consumer.waiter, consumer.wakes_on = loop.create_future(), HIGH_WATERMARK | REPLICA
+        follower.on_event(f0, HIGH_WATERMARK, 5)  # the follower is told the new HW next time, but not woken
+        assert list(follower.dirty) == [f0] and not follower.waiter.done()
+        consumer.on_event(c0, APPEND, -1)  # a consumer reads to the high watermark: an append alone is nothing
+        assert not consumer.dirty and not consumer.waiter.done()
+        follower.on_event(f0, APPEND, -1)
+        consumer.on_event(c0, HIGH_WATERMARK, 5)
+        assert follower.waiter.done() and consumer.waiter.done()
+        # READ_COMMITTED: a high watermark move inside an open transaction (the LSO it was told stays) wakes nobody
+        consumer.waiter, consumer.read_committed = loop.create_future(), True
+        c0.last_stable_offset = 5
+        consumer.on_event(c0, HIGH_WATERMARK, 5)
+        assert not consumer.waiter.done()
+        consumer.on_event(c0, HIGH_WATERMARK, 6)
+        assert consumer.waiter.done()
+        # nobody waits for an ISR change; a closed session answers its parked fetch and stops watching
+        follower.waiter = loop.create_future()
+        follower.on_event(f0, ISR, -1)
+        assert not follower.waiter.done()
+        replica = Watched()
+        f0.watched = replica
+        cache.remove(follower.id)
+        assert follower.waiter.done() and replica.unwatched == [f0] and not follower.dirty
+    finally:
+        loop.close()
 
 
 def test_no_slots_means_no_sessions() -> None:
@@ -177,7 +253,7 @@ def test_a_mature_follower_session_yields_to_a_bigger_follower_but_never_to_a_co
 def test_sessions_of_topic_ids_are_keyed_by_id() -> None:
     cache, _ = make()
     tid = uuid.uuid4()
-    sid = cache.maybe_create(False, True, [(tid, part(0)), (tid, part(1))])
+    sid = cache.maybe_create(CONSUMER, True, [(tid, part(0)), (tid, part(1))])
     ctx = cache.new_context(sid, 1, True, [], [(tid, 0)])
     assert ctx.session is not None and list(ctx.session.topics) == [tid] and ctx.session.size == 1
-    assert len({cache.maybe_create(False, False, [("t", part(0))]) for _ in range(5)}) == 5  # ids are unique
+    assert len({cache.maybe_create(CONSUMER, False, [("t", part(0))]) for _ in range(5)}) == 5  # ids are unique

@@ -39,6 +39,18 @@ def _incremental_everywhere(c: Any) -> bool:
     return bool(seen) and all(sid != 0 and epoch > 2 and held for _f, _l, sid, epoch, held in seen)
 
 
+def _sessions_idle(c: Any) -> bool:
+    """Every leader's follower sessions have no dirty partition: once nothing is produced, a follower's fetch reads
+    no partition at all (issue 11), and it gets there through the replicas' events alone."""
+
+    def read() -> bool:
+        held = [s for b in c.cluster.brokers.values() if b.running for s in b.fetch_sessions.sessions.values()
+                if s.privileged]
+        return bool(held) and all(not s.dirty for s in held)
+
+    return c.run(read)
+
+
 def _replicas_agree(c: Any) -> bool:
     """Every running replica of every partition holds exactly the same bytes as the others."""
 
@@ -84,3 +96,5 @@ def test_followers_fetch_in_sessions_through_a_leader_change_and_a_restart(clust
         load.finish()
     check_nothing_lost(load, read_back(c.bootstrap, TOPIC, PARTITIONS))
     wait_for(lambda: _replicas_agree(c), 60, what="every replica holding the leader's bytes")
+    wait_for(lambda: _sessions_idle(c), 30, what="the followers' sessions idle: nothing left to read")
+    assert c.full_isr(TOPIC, PARTITIONS)

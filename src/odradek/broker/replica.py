@@ -14,6 +14,10 @@ Transactions: the leader writes the coordinator's COMMIT/ABORT markers (:meth:`P
 the last stable offset (the high watermark held back at the first open or unreplicated transaction) is what
 READ_COMMITTED fetches read to; those fetches wait on :meth:`Partition.add_stable_waiter`, woken only when the last
 stable offset advances, so a consumer parked behind an open transaction is not woken by every append.
+
+Incremental fetch sessions watch their partitions instead of re-reading them on every fetch
+(:mod:`odradek.broker.fetch_sessions`): each event here (an append, the high watermark moving, a change of
+leadership, ISR or log) is told to the sessions watching, which read the partition on their next fetch.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from odradek.broker.fetch_sessions import APPEND, HIGH_WATERMARK, ISR, REPLICA, CachedPartition, FetchSession
 from odradek.broker.log import AppendResult, PartitionLog
 from odradek.broker.log.partition_log import ORIGIN_CLIENT
 from odradek.clock import Clock
@@ -53,6 +58,7 @@ class Partition:
         self.topic = topic
         self.index = index
         self.log = plog
+        plog.on_change = self._log_changed
         self.broker_id = broker_id
         self.clock = clock
         self.leader_id = -1
@@ -71,6 +77,9 @@ class Partition:
         self._visible_waiters: set[asyncio.Future[None]] = set()  # consumer fetches: woken by the HW moving
         self._stable_waiters: dict[asyncio.Future[None], int] = {}  # READ_COMMITTED fetch -> the LSO it saw
         self._hw_waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._watchers: dict[CachedPartition, FetchSession] = {}
+        """Fetch sessions' entries for this partition, told of every event (see :meth:`watch`)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def name(self) -> str:
@@ -99,6 +108,9 @@ class Partition:
             # fetches parked under the old epoch re-check now: theirs is fenced (Kafka completes DelayedFetch on
             # a leader change), instead of holding a follower until its wait runs out
             self._wake_fetches()
+        else:
+            # the followers' states start again from nothing: the sessions must read the partition to rebuild them
+            self._tell_watchers(REPLICA)
         self.maybe_advance_hw()
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
@@ -269,9 +281,60 @@ class Partition:
         log.info("ISR of %s: %s -> %s (%s)", self.name, self.isr, new_isr, reason)
         self.isr = new_isr
         self.zk_version = version
+        self._tell_watchers(ISR)
         self.maybe_advance_hw()
 
     # --- waiting on the high watermark --------------------------------------------------------------------------
+
+    # --- fetch sessions watching -------------------------------------------------------------------------------
+
+    def watch(self, entry: CachedPartition, session: FetchSession) -> None:
+        """Tell ``session`` of this partition's events until :meth:`unwatch` (the entry leaves its session) or until
+        the entry watches another replica (this one was dropped and the partition created again)."""
+        if entry.watched is not None and entry.watched is not self:
+            entry.watched.unwatch(entry)
+        entry.watched = self
+        self._watchers[entry] = session
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+
+    def unwatch(self, entry: CachedPartition) -> None:
+        self._watchers.pop(entry, None)
+
+    def replace_log(self, plog: PartitionLog) -> None:
+        """The replica moved to another log directory: serve from the reopened log from now on."""
+        self.log.on_change = None
+        self.log = plog
+        plog.on_change = self._log_changed
+        self._tell_watchers(REPLICA)
+
+    def _log_changed(self) -> None:
+        """The log's start moved or it went offline, possibly on a flusher thread: the sessions hear it on the loop."""
+        loop = self._loop
+        if loop is None or not self._watchers:
+            return
+        try:
+            loop.call_soon_threadsafe(self._tell_watchers, REPLICA)
+        except RuntimeError:
+            pass  # the loop is closed: the broker is stopping, and its sessions with it
+
+    def _tell_watchers(self, event: int) -> None:
+        watchers = self._watchers
+        if not watchers:
+            return
+        lso = self.log.last_stable_offset if event == HIGH_WATERMARK else -1
+        for entry, session in watchers.items():  # on_event only marks and wakes: the watchers stay as they are
+            if event == APPEND and session.replica_id >= 0 and entry not in session.dirty:
+                # a clean entry means the follower was at our log end on each of its fetches since: it was caught
+                # up as of its last one, which visiting the partition would have recorded
+                self._idle_follower_fetched(session.replica_id, session.last_used_ms)
+            session.on_event(entry, event, lso)
+
+    def _idle_follower_fetched(self, replica_id: int, at_ms: int) -> None:
+        state = self.followers.get(replica_id)
+        if state is not None and state.log_end_offset >= state.last_fetch_leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, at_ms)
+            state.last_fetch_ms = max(state.last_fetch_ms, at_ms)
 
     def _wake_fetches(self) -> None:
         for fut in (*self._data_waiters, *self._visible_waiters, *self._stable_waiters):
@@ -280,10 +343,12 @@ class Partition:
         self._data_waiters.clear()
         self._visible_waiters.clear()
         self._stable_waiters.clear()
+        self._tell_watchers(REPLICA)
 
     def _wake(self, hw: int) -> None:
         """The high watermark moved: consumers' fetches (and acks=all produces) have something new. Followers'
         fetches are not woken here: an append already woke them, and a HW move alone gives them no data."""
+        self._tell_watchers(HIGH_WATERMARK)
         for fut in self._visible_waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -308,6 +373,7 @@ class Partition:
     def notify_follower_data(self) -> None:
         """Followers' fetch waiters (replica fetches read to the log end) wake on every append, before the high
         watermark is recomputed, so a follower outside the ISR is woken even when the append moves the HW."""
+        self._tell_watchers(APPEND)
         for fut in self._data_waiters:
             if not fut.done():
                 fut.set_result(None)

@@ -77,7 +77,7 @@ class ReplicaManager:
         """A replica moved to another log directory: its partition serves from the reopened log from now on."""
         part = self.partitions.get(tp)
         if part is not None:
-            part.log = plog
+            part.replace_log(plog)
 
     def _log_manager(self) -> LogManager:
         if self.logs is None:

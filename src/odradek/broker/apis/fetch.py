@@ -16,10 +16,13 @@ they lie in the log, never copied by the encoder.
 
 Incremental fetch sessions (KIP-227, v7+): :mod:`odradek.broker.fetch_sessions` decides what a request is from its
 session id and epoch. A full fetch with epoch 0 creates a session when the cache has a slot (the response carries
-its id); an incremental fetch names only the partitions whose fetch state changed and those to forget, every
-partition of the session is read (a follower's fetch offset is recorded for each, from the session when the request
-leaves it out), and the response keeps only partitions with records, an error or a changed high watermark, last
-stable offset or log start offset. A session error answers the error code at the top with no partitions.
+its id); an incremental fetch names only the partitions whose fetch state changed and those to forget, and the
+response keeps only partitions with records, an error or a changed high watermark, last stable offset or log start
+offset. A session error answers the error code at the top with no partitions. An incremental fetch reads only the
+session's dirty partitions (those the request names, and those whose replica reported an append, a high watermark
+move or a change of leadership or log since the fetcher was last told): every other partition would be answered
+with nothing, so the fetch's cost follows what changed, not the session's size. It parks on the session, woken
+through the replicas it watches, instead of on each partition.
 
 Client quotas (``consumer_byte_rate``) apply to consumers, never to followers, as Kafka's KafkaApis applies them: a
 consumer's ``max_bytes`` is capped at what its quota allows in the whole window, the response's size is recorded,
@@ -42,7 +45,10 @@ from typing import Any
 from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.fetch_sessions import (
+    APPEND,
+    HIGH_WATERMARK,
     INVALID_SESSION_ID,
+    REPLICA,
     SESSIONLESS,
     CachedPartition,
     ContextKind,
@@ -83,16 +89,16 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     session = context.session
     wanted: list[tuple[str, uuid.UUID, Sequence[Any]]] = []
     unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]] = []
-    if session is not None:
-        for key, cached in session.topics.items():
-            _want(services, key, list(cached.values()), by_id, wanted, unknown_ids)
-    else:
+    refused: list[tuple[str, uuid.UUID, Sequence[Any]]] = []
+    if session is None:
         for t in request.topics:
             _want(services, (t.topic_id or uuid.UUID(int=0)) if by_id else t.topic, t.partitions, by_id, wanted,
                   unknown_ids)
-    refused: list[tuple[str, uuid.UUID, Sequence[Any]]] = []
-    if services.authorizer is not None:
-        wanted, refused = _authorized(ctx, replica_id, wanted)
+        if services.authorizer is not None:
+            wanted, refused = _authorized(ctx, replica_id, wanted)
+    elif services.authorizer is not None and session.acl_index is not services.authorizer.index:
+        session.acl_index = services.authorizer.index
+        session.mark_all_dirty()  # the ACLs changed: every partition is checked again
 
     committed = replica_id < 0 and getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes, min_bytes = request.max_bytes, request.min_bytes
@@ -102,14 +108,33 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
         quota_limited = allowance != float("inf")
         max_bytes = int(min(max_bytes, allowance))
         min_bytes = min(min_bytes, max_bytes)
-    deadline = asyncio.get_running_loop().time() + request.max_wait.total_seconds()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait.total_seconds()
+    seen: list[tuple[CachedPartition, Partition, bool]] = []
     while True:
-        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed, session is not None)
-        remaining = deadline - asyncio.get_running_loop().time()
-        if total >= min_bytes or remaining <= 0 or not parts:
+        if session is not None:
+            wanted, unknown_ids = _session_wanted(services, session, by_id)
+            if services.authorizer is not None:
+                wanted, refused = _authorized(ctx, replica_id, wanted)
+            seen = []
+        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed,
+                                         None if session is None else seen)
+        remaining = deadline - loop.time()
+        if total >= min_bytes or remaining <= 0:
             break
-        loop = asyncio.get_running_loop()
         woken: asyncio.Future[None] = loop.create_future()
+        if session is not None:
+            for entry, part, _idle in seen:
+                if entry.watched is not part:
+                    part.watch(entry, session)
+            errors = sum(1 for _n, _i, results in topics for r in results if r.error_code)
+            errors += sum(len(p) for _n, _i, p in refused) + sum(len(p) for _i, p in unknown_ids)
+            if errors >= session.size:
+                break  # every partition of the session failed: nothing to wait for
+            await _park_session(session, woken, replica_id, committed, remaining)
+            continue
+        if not parts:
+            break
         for p, seen_lso in parts:
             if committed:
                 p.add_stable_waiter(woken, seen_lso)
@@ -148,9 +173,12 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             ctx.throttle_ms = throttle
             return Encoded(encode_fetch_response(version, [], session_id=session_id, throttle_ms=throttle))
     if session is not None:
-        topics = _changed_only(session, topics, by_id)
+        for entry, part, _idle in seen:
+            if entry.watched is not part:
+                part.watch(entry, session)
+        topics = _changed_only(session, topics, by_id, seen)
     elif context.kind is ContextKind.FULL and cache is not None:
-        session_id = cache.maybe_create(replica_id >= 0, by_id,
+        session_id = cache.maybe_create(replica_id, by_id,
                                         _to_cache(wanted + refused, unknown_ids, topics, by_id))
     if replica_id < 0:
         for name, _topic_id, results in topics:
@@ -186,6 +214,42 @@ def _want(
         assert isinstance(key, str)
         meta = services.metadata.topics.get(key)
         wanted.append((key, meta.topic_id if meta is not None else uuid.UUID(int=0), partitions))
+
+
+def _session_wanted(
+    services: Any, session: FetchSession, by_id: bool,
+) -> tuple[list[tuple[str, uuid.UUID, Sequence[Any]]], list[tuple[uuid.UUID, Sequence[Any]]]]:
+    """The session's dirty partitions by topic, in the order they became dirty (a topic where its first one is)."""
+    groups: dict[TopicKey, list[CachedPartition]] = {}
+    for entry in session.dirty:
+        group = groups.get(entry.key)
+        if group is None:
+            group = groups[entry.key] = []
+        group.append(entry)
+    wanted: list[tuple[str, uuid.UUID, Sequence[Any]]] = []
+    unknown_ids: list[tuple[uuid.UUID, Sequence[Any]]] = []
+    for key, entries in groups.items():
+        _want(services, key, entries, by_id, wanted, unknown_ids)
+    return wanted, unknown_ids
+
+
+async def _park_session(session: FetchSession, woken: asyncio.Future[None], replica_id: int, committed: bool,
+                        remaining: float) -> None:
+    """Wait until a partition the session watches has what this fetch waits for, or the wait is over. A fetch of
+    the session still parked (a client that did not wait for its answer) answers now."""
+    previous = session.waiter
+    if previous is not None and not previous.done():
+        previous.set_result(None)
+    session.waiter = woken
+    session.wakes_on = (APPEND if replica_id >= 0 else HIGH_WATERMARK) | REPLICA
+    session.read_committed = committed
+    timer = asyncio.get_running_loop().call_later(remaining, _wake_up, woken)
+    try:
+        await woken
+    finally:
+        timer.cancel()
+        if session.waiter is woken:
+            session.waiter = None
 
 
 def _requested(request: Any, by_id: bool) -> Iterator[tuple[TopicKey, CachedPartition]]:
@@ -229,11 +293,12 @@ def _to_cache(
 
 def _changed_only(
     session: FetchSession, topics: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], by_id: bool,
+    seen: list[tuple[CachedPartition, Partition, bool]],
 ) -> list[tuple[str, uuid.UUID, list[FetchPartitionResult]]]:
     """An incremental response: the partitions the fetcher must hear about (the session remembers what it was
-    told); partitions served records move to the back of the session."""
+    told). Partitions it leaves with nothing to read stop being dirty; those served records move to the back."""
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
-    served: list[tuple[TopicKey, int]] = []
+    served: list[CachedPartition] = []
     for name, topic_id, results in topics:
         key: TopicKey = topic_id if by_id else name
         cached = session.topics.get(key)
@@ -245,11 +310,11 @@ def _changed_only(
             if entry is None or entry.must_respond(r.error_code, r.high_watermark, r.last_stable_offset,
                                                    r.log_start_offset, r.size):
                 kept.append(r)
-                if r.size:
-                    served.append((key, r.index))
+                if r.size and entry is not None:
+                    served.append(entry)
         if kept:
             out.append((name, topic_id, kept))
-    session.rotate(served)
+    session.settle((entry for entry, _part, idle in seen if idle), served)
     return out
 
 
@@ -261,12 +326,14 @@ def _wake_up(woken: asyncio.Future[None]) -> None:
 
 def _read_all(
     ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], replica_id: int, max_bytes: int,
-    committed: bool, changed_only: bool = False,
+    committed: bool, seen: list[tuple[CachedPartition, Partition, bool]] | None = None,
 ) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]]]:
     """Read every wanted partition. A partition with nothing to read at its fetch offset is answered without a
-    read; with ``changed_only`` (an incremental session's partitions, which are :class:`CachedPartition`) such a
-    partition whose offsets the fetcher already knows gets no result at all, so an idle partition of a session
-    costs a lookup and a few comparisons."""
+    read. With ``seen`` (an incremental session's partitions, which are :class:`CachedPartition`) such a partition
+    whose offsets the fetcher already knows gets no result at all, and ``seen`` collects each partition found
+    with the replica serving it and whether it is now idle: nothing to read, no error, and (for a follower) the
+    follower in the ISR, so its next fetches need not look until the replica reports an event."""
+    changed_only = seen is not None
     services = ctx.services
     replicas = services.replicas
     follower = replica_id >= 0
@@ -288,16 +355,19 @@ def _read_all(
                 hw = plog.high_watermark
                 start = plog.log_start_offset
                 leo = plog.log_end_offset
-                if follower and changed_only and offset == leo and start <= offset and hw == fp.high_watermark \
+                if follower and seen is not None and offset == leo and start <= offset and hw == fp.high_watermark \
                         and start == fp.leader_log_start_offset and not plog.offline:
-                    # a caught-up follower's partition with nothing new, the bulk of a session: no result, and no
-                    # last stable offset looked up (it moves only with the high watermark)
+                    # a caught-up follower's partition with nothing new: no result, and no last stable offset
+                    # looked up (it moves only with the high watermark)
                     waitable.append((part, hw))
+                    seen.append((fp, part, replica_id in part.isr))
                     continue
                 lso = plog.last_stable_offset
                 upper = leo if follower else (min(hw, lso) if committed else hw)
                 if start <= offset <= leo and offset >= upper and not plog.offline:
                     waitable.append((part, lso))
+                    if seen is not None:
+                        seen.append((fp, part, not follower or replica_id in part.isr))
                     if changed_only and hw == fp.high_watermark and lso == fp.last_stable_offset \
                             and start == fp.leader_log_start_offset:
                         continue
@@ -318,6 +388,8 @@ def _read_all(
                 total += read.size
                 budget -= read.size
                 waitable.append((part, read.last_stable_offset))
+                if seen is not None:
+                    seen.append((fp, part, False))
             except KafkaError as exc:
                 if result is None:
                     result = FetchPartitionResult(fp.partition)

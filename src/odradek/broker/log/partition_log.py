@@ -145,6 +145,9 @@ class PartitionLog:
         self.files = files if files is not None else process_files()
         self._lock = threading.RLock()
         self._offline = False
+        self.on_change: Callable[[], None] | None = None
+        """Called, on whatever thread made the change, when the log start moves or the log goes offline: readers
+        that remember this log's offsets (fetch sessions) must look again."""
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._pending_flush: list[LogSegment] = []
@@ -433,8 +436,13 @@ class PartitionLog:
         except OSError as exc:
             self._offline = True
             log.error("partition %s: %s failed, log is offline: %s", self.name, action, exc)
+            self._changed()
             message = f"{action} failed for {self.name}: {exc}"
             raise KafkaError(ErrorCode.kafka_storage_error, message) from exc
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def _check_online(self) -> None:
         if self._offline:
@@ -929,6 +937,7 @@ class PartitionLog:
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), leo)
         self._rebuild_producer_state()
         self._producers.on_high_watermark(self._high_watermark)
+        self._changed()
 
     def delete_records_before(self, offset: int, limit: int | None = None) -> int:
         """DeleteRecords: advance the log start offset (-1: to the high watermark) at most to ``limit``; returns
@@ -957,6 +966,7 @@ class PartitionLog:
         self._log_start_offset = offset
         self._epochs.truncate_from_start(offset)
         self._producers.truncate_head(offset)
+        self._changed()
 
     def _delete_segments_below_log_start(self) -> int:
         deleted = 0
@@ -1093,6 +1103,7 @@ class PartitionLog:
             self._pending_flush.clear()
             for segment in self._segments:
                 segment.close()
+        self._changed()
 
     def delete(self) -> None:
         """Remove the partition's directory and everything in it (the log must not be used afterwards)."""
@@ -1101,6 +1112,7 @@ class PartitionLog:
                 segment.close()
             self._offline = True
             shutil.rmtree(self.directory, ignore_errors=True)
+        self._changed()
 
     def replace_segments(
         self, old: list[LogSegment], cleaned: LogSegment, suffix: str, truncations: int
