@@ -40,13 +40,16 @@ def _incremental_everywhere(c: Any) -> bool:
 
 
 def _sessions_idle(c: Any) -> bool:
-    """Every leader's follower sessions have no dirty partition: once nothing is produced, a follower's fetch reads
-    no partition at all (issue 11), and it gets there through the replicas' events alone."""
+    """The session of every running fetcher has no dirty partition on its leader: once nothing is produced, a
+    follower's fetch reads no partition at all (issue 11), and it gets there through the replicas' events alone.
+    (Sessions of fetchers that died with their broker stay in the leader's cache until evicted, and are not read.)"""
+
+    fetchers = _sessions(c)
 
     def read() -> bool:
-        held = [s for b in c.cluster.brokers.values() if b.running for s in b.fetch_sessions.sessions.values()
-                if s.privileged]
-        return bool(held) and all(not s.dirty for s in held)
+        brokers = c.cluster.brokers
+        in_use = [brokers[leader].fetch_sessions.get(sid) for _f, leader, sid, _e, _h in fetchers]
+        return bool(in_use) and all(s is not None and not s.dirty for s in in_use)
 
     return c.run(read)
 

@@ -15,7 +15,7 @@ Pure state: :mod:`odradek.broker.fetcher` sends the requests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -52,22 +52,37 @@ class FetchSessionHandler:
         self._sent: dict[TopicPartition, PartitionFetch] = {}
         """The partitions the leader's session holds, as last sent (valid while the session is)."""
         self._pending: dict[TopicPartition, PartitionFetch] | None = None
+        """A full request's partitions, which the session holds once it is answered."""
 
-    def build(self, wanted: Mapping[TopicPartition, PartitionFetch]) -> FetchRequestData:
+    def build(self, wanted: Mapping[TopicPartition, PartitionFetch],
+              changed: Iterable[TopicPartition] | None = None) -> FetchRequestData:
         """The next request for ``wanted`` (every partition this fetcher fetches now): whole when there is no
-        session, else only what differs from what the session holds."""
-        self._pending = dict(wanted)
+        session, else only what differs from what the session holds. ``changed``, when given, names every partition
+        whose entry in ``wanted`` may differ from what was last sent (added, changed or gone): only those are
+        compared, so an idle fetcher's request costs nothing per partition."""
         if self.epoch == INITIAL_EPOCH:
+            self._pending = dict(wanted)
             return FetchRequestData(self.session_id, INITIAL_EPOCH, self._pending, [])
+        self._pending = None
         sent = self._sent
-        to_send = {tp: f for tp, f in wanted.items() if sent.get(tp) != f}
-        forgotten = [tp for tp in sent if tp not in wanted]
+        if changed is None:
+            to_send = {tp: f for tp, f in wanted.items() if sent.get(tp) != f}
+            forgotten = [tp for tp in sent if tp not in wanted]
+        else:
+            to_send, forgotten = {}, []
+            for tp in changed:
+                f = wanted.get(tp)
+                if f is None:
+                    if tp in sent:
+                        forgotten.append(tp)
+                elif sent.get(tp) != f:
+                    to_send[tp] = f
         return FetchRequestData(self.session_id, self.epoch, to_send, forgotten)
 
     def handle_response(self, request: FetchRequestData, error_code: int, session_id: int) -> bool:
         """Take the leader's answer to ``request``; False when it was a session error (no partitions in it) and the
         next request must be full."""
-        pending, self._pending = self._pending or {}, None
+        pending, self._pending = self._pending, None
         if error_code != ErrorCode.none:
             if error_code == ErrorCode.fetch_session_id_not_found:
                 self.session_id = INVALID_SESSION_ID
@@ -77,10 +92,13 @@ class FetchSessionHandler:
             # no session (none created, or the leader closed it): the next fetch is full and asks again
             self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
             return True
-        self._sent = pending
         if request.full:
+            self._sent = pending or {}
             self.session_id, self.epoch = session_id, next_epoch(INITIAL_EPOCH)
         else:
+            self._sent.update(request.to_send)
+            for tp in request.forgotten:
+                self._sent.pop(tp, None)
             self.epoch = next_epoch(self.epoch)
         return True
 

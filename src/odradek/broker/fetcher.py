@@ -14,6 +14,12 @@ limit changed are sent, partitions that leave the fetcher (or wait out a backoff
 the leader answers only partitions with records or a moved high watermark. A session error or a failed request makes
 the next fetch a full one; a leader without sessions (``max.incremental.fetch.session.cache.slots=0``) gets full
 fetches throughout.
+
+A fetcher of tens of thousands of partitions does per fetch only what changed: it keeps what it fetches
+(``_wanted``) between fetches and recomputes only the partitions something happened to (``_changed``: an answer
+for it, a partition added or removed, a backoff or truncation begun or over), so an idle follower's fetch costs
+the same for ten partitions as for a hundred thousand. Kafka's fetcher rebuilds its whole request every time;
+Python cannot afford that walk at this scale.
 """
 
 from __future__ import annotations
@@ -81,6 +87,13 @@ class ReplicaFetcher:
         self.peer = PeerConnection(host, port, f"replica-fetcher-{deps.broker_id}-{leader_id}",
                                    deps.settings.security)
         self.partitions: dict[TopicPartition, FetchState] = {}
+        self._wanted: dict[TopicPartition, PartitionFetch] = {}
+        """What the next fetch asks of each partition it fetches now (kept up to date through ``_changed``)."""
+        self._changed: set[TopicPartition] = set()
+        """Partitions whose entry in ``_wanted`` must be recomputed before the next fetch."""
+        self._truncating: set[TopicPartition] = set()
+        self._delayed: dict[TopicPartition, float] = {}
+        """Partitions in a backoff, until when (loop time)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -104,11 +117,33 @@ class ReplicaFetcher:
             await asyncio.wait([self._task], timeout=1.0)
 
     def add(self, topic: str, partition: int, leader_epoch: int) -> None:
-        self.partitions[TopicPartition(topic, partition)] = FetchState(leader_epoch)
+        self.adopt(TopicPartition(topic, partition), FetchState(leader_epoch))
+
+    def adopt(self, tp: TopicPartition, state: FetchState) -> None:
+        """Fetch ``tp`` in ``state`` (a new partition, or one taken over from the fetcher this one replaces)."""
+        self.partitions[tp] = state
+        self._changed.add(tp)
+        if state.truncating:
+            self._truncating.add(tp)
+        if state.delayed_until:
+            self._delayed[tp] = state.delayed_until
         self._wake.set()
 
     def remove(self, topic: str, partition: int) -> None:
-        self.partitions.pop(TopicPartition(topic, partition), None)
+        tp = TopicPartition(topic, partition)
+        if self.partitions.pop(tp, None) is not None:
+            self._changed.add(tp)
+            self._truncating.discard(tp)
+            self._delayed.pop(tp, None)
+
+    def _truncate_later(self, tp: TopicPartition, st: FetchState) -> None:
+        st.truncating = True
+        self._truncating.add(tp)
+        self._changed.add(tp)
+
+    def _delay(self, tp: TopicPartition, st: FetchState) -> None:
+        st.delayed_until = self._delayed[tp] = asyncio.get_running_loop().time() + BACKOFF_S
+        self._changed.add(tp)
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -136,8 +171,11 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
 
     async def _truncate_pending(self) -> None:
-        pending = [(tp, st) for tp, st in self.partitions.items() if st.truncating]
+        if not self._truncating:
+            return
+        pending = [(tp, st) for tp in self._truncating if (st := self.partitions.get(tp)) is not None and st.truncating]
         if not pending:
+            self._truncating.clear()
             return
         mod = self._epoch_mod
         by_topic: dict[str, list[Any]] = {}
@@ -170,7 +208,7 @@ class ReplicaFetcher:
                     continue
                 st = state
                 if p.error_code != ErrorCode.none:
-                    st.delayed_until = asyncio.get_running_loop().time() + BACKOFF_S
+                    self._delay(key, st)
                     continue
                 plog = part.log
                 if asked[key] < 0 or p.leader_epoch < 0:
@@ -189,25 +227,34 @@ class ReplicaFetcher:
                     )
                     plog.truncate_to(target)
                 st.truncating = False
+                self._truncating.discard(key)
+                self._changed.add(key)
 
     async def _fetch_once(self) -> None:
         mod = self._fetch_mod
         now = asyncio.get_running_loop().time()
         max_bytes = self.deps.settings.max_bytes
-        wanted: dict[TopicPartition, PartitionFetch] = {}
+        wanted = self._wanted
+        changed = self._changed
+        if self._delayed:
+            for tp, until in list(self._delayed.items()):
+                if until <= now:
+                    del self._delayed[tp]
+                    changed.add(tp)
         replicas = self.deps.replicas
-        for tp, st in self.partitions.items():
-            if st.truncating or st.delayed_until > now:
-                continue
+        for tp in changed:
+            st = self.partitions.get(tp)
             part = replicas.get(tp)
-            if part is None:
+            if st is None or st.truncating or st.delayed_until > now or part is None:
+                wanted.pop(tp, None)
                 continue
             plog = part.log
             wanted[tp] = PartitionFetch(plog.log_end_offset, plog.log_start_offset, max_bytes, st.leader_epoch)
         if not wanted:
             await asyncio.sleep(BACKOFF_S)
             return
-        data = self.session.build(wanted)
+        self._changed = set()
+        data = self.session.build(wanted, changed)
         by_topic: dict[str, list[Any]] = {}
         for (topic, index), f in data.to_send.items():
             by_topic.setdefault(topic, []).append(
@@ -247,6 +294,7 @@ class ReplicaFetcher:
         part = self.deps.replicas.get(key)
         if st is None or part is None or part.is_leader:
             return
+        self._changed.add(key)  # its fetch offset, log start or state may move here: the next fetch looks again
         plog = part.log
         if p.error_code == ErrorCode.offset_out_of_range:
             if plog.log_end_offset < p.log_start_offset:
@@ -254,12 +302,12 @@ class ReplicaFetcher:
                          p.partition_index, p.log_start_offset)
                 plog.truncate_fully_and_start_at(p.log_start_offset)
             else:
-                st.truncating = True
+                self._truncate_later(key, st)
             return
         if p.error_code != ErrorCode.none:
             if p.error_code in (ErrorCode.fenced_leader_epoch, ErrorCode.not_leader_or_follower,
                                 ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition):
-                st.delayed_until = asyncio.get_running_loop().time() + BACKOFF_S
+                self._delay(key, st)
             return
         records = p.records
         if records:
@@ -281,7 +329,7 @@ class ReplicaFetcher:
                 plog.append_as_follower(bytearray(records), headers)
             except KafkaError as exc:
                 log.warning("follower append to %s-%d failed: %s", topic, p.partition_index, exc)
-                st.truncating = True
+                self._truncate_later(key, st)
                 return
         if p.log_start_offset > plog.log_start_offset:
             plog.delete_records_before(min(p.log_start_offset, plog.log_end_offset))
@@ -311,7 +359,7 @@ class FetcherManager:
             old = self.fetchers.get(leader_id)
             if old is not None:
                 for tp, st in old.partitions.items():
-                    fetcher.partitions[tp] = st
+                    fetcher.adopt(tp, st)
                 spawn(old.stop(), f"stop-fetcher-{leader_id}")
             self.fetchers[leader_id] = fetcher
             fetcher.start()
