@@ -3,10 +3,12 @@ other version or a malformed body closes the connection with a log line while th
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 from brokers import BrokerProcess, peer_closed, raw_socket, wait_for
 from odradek.admin import metadata
+from odradek.broker.link.resent_requests import LARGE_BODY, ResentRequests
 from odradek.client import KafkaConnection
 from odradek.controller.requests import (
     CONTROLLER_API_KEYS,
@@ -61,3 +63,53 @@ def test_other_versions_and_malformed_bodies_close_the_connection(broker: Broker
     wait_for(lambda: "malformed controller request (API 4 v4)" in broker.log_text(), what="malformed log line")
     with KafkaConnection(broker.bootstrap) as conn:
         assert LEADER_AND_ISR in conn.versions
+
+
+def _send(broker: BrokerProcess, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    conn = BlockingConnection(host, int(port), "test", timeout=30)
+    try:
+        frame, offset = conn.request(LEADER_AND_ISR, 4, encode_body(request), flexible_request=True,
+                                     flexible_response=True)
+    finally:
+        conn.close()
+    response = decode_response(LEADER_AND_ISR, frame[offset:])
+    assert isinstance(response, LeaderAndIsrResponse)
+    return response
+
+
+def test_a_big_request_sent_again_is_answered_by_its_first_application(broker: BrokerProcess) -> None:
+    """The controller resends a request whose answer timed out, on a new connection: the same bytes get the first
+    copy's response without being decoded and applied again, until any other controller request comes."""
+    big = LeaderAndIsrRequest(0, 0, -1, [LeaderAndIsrPartitionState(f"topic-{i}", 0, 0, 0, 1, [0], 0, [0])
+                                         for i in range(6000)], [LeaderAndIsrLiveLeader(0, "127.0.0.1", 9092)])
+    assert len(encode_body(big)) > LARGE_BODY
+    resends = "is a resend of the one applied before it"
+    first = _send(broker, big)
+    assert first == LeaderAndIsrResponse(int(ErrorCode.stale_controller_epoch))
+    assert _send(broker, big) == first
+    wait_for(lambda: broker.log_text().count(resends) == 1, what="the resend answered from the first")
+    assert _send(broker, LAIR) == first  # another request: the queue moved on
+    assert _send(broker, big) == first
+    assert broker.log_text().count(resends) == 1, "after another request, the same bytes are applied afresh"
+
+
+def test_a_resend_waits_for_the_first_copy_still_being_applied() -> None:
+    async def main() -> None:
+        resent = ResentRequests()
+        body = bytes(LARGE_BODY + 1)
+        assert resent.begin(LEADER_AND_ISR, b"small") is None, "small requests are cheap to apply again"
+        pending = resent.begin(LEADER_AND_ISR, body)
+        assert pending is not None
+        assert resent.first_of(LEADER_AND_ISR, body) is pending
+        waiter = asyncio.ensure_future(asyncio.shield(pending))
+        pending.set_result(b"response")
+        assert await waiter == b"response"
+        resent.abandon(pending)
+        assert resent.first_of(LEADER_AND_ISR, body) is None
+        again = resent.begin(LEADER_AND_ISR, body)
+        assert again is not None
+        assert resent.first_of(LEADER_AND_ISR + 2, body) is None  # another API: forgotten
+        assert resent.first_of(LEADER_AND_ISR, body) is None
+
+    asyncio.run(main())

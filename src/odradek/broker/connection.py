@@ -476,7 +476,8 @@ class Connection:
 
     async def _dispatch_raw(self, api: Any, frame: bytes) -> list[bytes | bytearray | memoryview]:
         """The controller's APIs (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown): Kafka's format,
-        decoded by odradek's own codec because kio has none."""
+        decoded by odradek's own codec because kio has none. A big request the controller sent again after its
+        timeout is answered by the first copy's application (:mod:`odradek.broker.link.resent_requests`)."""
         key, version, _correlation_id = peek_key_version(frame)
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
             raise FrameError(
@@ -484,16 +485,40 @@ class Connection:
             )
         try:
             header, body = parse_request_frame(frame)
+        except RequestFormatError as exc:
+            raise FrameError(f"malformed controller request (API {api.API_KEY} v{version}): {exc}") from exc
+        resent = self.services.controller_requests.resent
+        first = resent.first_of(header.api_key, body)
+        if first is not None:
+            try:
+                encoded = await asyncio.shield(first)
+            except asyncio.CancelledError:
+                if not first.cancelled():
+                    raise  # this connection's own cancellation
+            else:
+                log.info("controller request %d from %s is a resend of the one applied before it (%d bytes): "
+                         "answered with that one's response", header.api_key, self.peer, len(body))
+                return [frame_response(header.correlation_id, encoded)]
+        pending = resent.begin(header.api_key, body)
+        try:
             if len(body) > LARGE_CONTROLLER_BODY:
                 # A 100,000-partition request takes a fraction of a second to decode: on a worker thread, so the
                 # event loop keeps answering (and keeps the coordination session alive) while it runs.
                 request = await asyncio.to_thread(decode_request, header.api_key, body)
             else:
                 request = decode_request(header.api_key, body)
+            ctx = RequestContext(self.services, header.api_key, header.api_version, header.correlation_id,
+                                 header.client_id, self.client_host, principal=self.principal,
+                                 listener=self.listener_name)
+            encoded = encode_body(await api.handle(ctx, request))
         except RequestFormatError as exc:
+            if pending is not None:
+                resent.abandon(pending)
             raise FrameError(f"malformed controller request (API {api.API_KEY} v{version}): {exc}") from exc
-        ctx = RequestContext(self.services, header.api_key, header.api_version, header.correlation_id,
-                             header.client_id, self.client_host, principal=self.principal,
-                             listener=self.listener_name)
-        response = await api.handle(ctx, request)
-        return [frame_response(header.correlation_id, encode_body(response))]
+        except BaseException:
+            if pending is not None:
+                resent.abandon(pending)
+            raise
+        if pending is not None:
+            pending.set_result(encoded)
+        return [frame_response(header.correlation_id, encoded)]

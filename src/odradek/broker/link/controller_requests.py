@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 
 from odradek.broker.link.membership import Membership
+from odradek.broker.link.resent_requests import ResentRequests
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache, PartitionMeta, TopicMeta
 from odradek.broker.replica_manager import PartitionChange, ReplicaManager
 from odradek.broker.topics import INTERNAL_TOPICS, fallback_topic_id
@@ -56,6 +57,8 @@ class ControllerRequests:
         self.metadata = metadata
         self.on_topic_deleted = on_topic_deleted
         self.controller_epoch = -1
+        self.resent = ResentRequests()
+        """The last big request's body and response, for the controller's resend after a timeout."""
         self._apply_lock = asyncio.Lock()
         self._topic_ids: dict[str, uuid.UUID] = {}
 
