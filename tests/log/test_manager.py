@@ -452,3 +452,23 @@ def test_a_torn_epoch_checkpoint_recovers_the_epochs_from_the_batches(tmp_path, 
     assert reopened.end_offset_for_epoch(1) == (1, 2)
     again.close()
     assert (tmp_path / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n1 0\n4 2\n"
+
+
+def test_a_checkpoint_file_whose_content_did_not_change_is_not_written_again(tmp_path, clock):
+    manager = LogManager(tmp_path, clock, broker_id=1, cluster_id="abc")
+    manager.load()
+    try:
+        plog = _fill(manager, "orders", 0, 2)
+        manager.checkpoint()
+        inodes = {name: (tmp_path / name).stat().st_ino
+                  for name in (RECOVERY_POINT_FILE, LOG_START_FILE, HIGH_WATERMARK_FILE)}
+        manager.checkpoint()  # nothing moved: every file stays the one written before (each write replaces it)
+        assert {name: (tmp_path / name).stat().st_ino for name in inodes} == inodes
+        plog.append_as_leader(*batch(1), 0, T0)
+        plog.high_watermark = plog.log_end_offset
+        manager.checkpoint()  # only the high watermark moved
+        assert (tmp_path / HIGH_WATERMARK_FILE).stat().st_ino != inodes[HIGH_WATERMARK_FILE]
+        assert (tmp_path / LOG_START_FILE).stat().st_ino == inodes[LOG_START_FILE]
+        assert checkpoint.read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {("orders", 0): 3}
+    finally:
+        manager.close()

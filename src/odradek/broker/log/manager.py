@@ -106,6 +106,8 @@ class LogManager:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.checkpoint_interval_ms = checkpoint_interval_ms
+        self._written: dict[tuple[Path, str], dict[TopicPartition, int]] = {}
+        """Each checkpoint file's content as last written: an unchanged one is not written again."""
         self._last_sweep_ms: int | None = None
         self._new_dirs = False
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -592,21 +594,36 @@ class LogManager:
         self._checkpoint_failed(_write_checkpoints(self._checkpoint_offsets()))
 
     def _checkpoint_offsets(self) -> list[tuple[Path, dict[str, dict[TopicPartition, int]]]]:
-        """Per online directory, the recovery points, log start offsets and high watermarks of its online logs."""
+        """Per online directory, the recovery points, log start offsets and high watermarks of its online logs:
+        the files whose content changed since they were last written (a broker of 100,000 idle logs would
+        otherwise rewrite three 3 MB files every 5 seconds, which costs its event loop and the GIL ~0.5 s)."""
         out = []
+        single = len(self.log_dirs) == 1
         for directory in self.log_dirs:
             if directory in self.offline_dirs:
                 continue
-            logs = {tp: p for tp, p in self.logs_in(directory).items() if not p.offline}
-            out.append((directory, {
-                RECOVERY_POINT_FILE: {tp: p.recovery_point for tp, p in logs.items()},
-                LOG_START_FILE: {tp: p.log_start_offset for tp, p in logs.items()},
-                HIGH_WATERMARK_FILE: {tp: p.high_watermark for tp, p in logs.items()},
-            }))
+            recovery: dict[TopicPartition, int] = {}
+            start: dict[TopicPartition, int] = {}
+            high: dict[TopicPartition, int] = {}
+            for tp, p in (self._logs if single else self.logs_in(directory)).items():
+                if not p.offline:
+                    recovery[tp] = p.recovery_point
+                    start[tp] = p.log_start_offset
+                    high[tp] = p.high_watermark
+            files = {}
+            for name, values in ((RECOVERY_POINT_FILE, recovery), (LOG_START_FILE, start),
+                                 (HIGH_WATERMARK_FILE, high)):
+                if self._written.get((directory, name)) != values:
+                    files[name] = values
+                    self._written[(directory, name)] = values
+            if files:
+                out.append((directory, files))
         return out
 
     def _checkpoint_failed(self, failures: list[tuple[Path, OSError]]) -> None:
         for directory, exc in failures:
+            for name in (RECOVERY_POINT_FILE, LOG_START_FILE, HIGH_WATERMARK_FILE):
+                self._written.pop((directory, name), None)
             log.error("writing checkpoints in %s failed: %s", directory, exc)
             if len(self.log_dirs) == 1:
                 raise KafkaError(ErrorCode.kafka_storage_error, f"checkpoint failed: {exc}") from exc
