@@ -36,16 +36,8 @@ def test_controller_apis_are_advertised_and_answered_at_the_served_versions(brok
             key: (version, version) for key, version in VERSIONS.items()}
         # the broker has heard from its own controller (epoch 1) once its metadata names one
         wait_for(lambda: metadata(conn, []).controller_id == 0, 30, what="the broker's controller")
-    host, port = broker.bootstrap.rsplit(":", 1)
-    conn = BlockingConnection(host, int(port), "test", timeout=10)
-    try:
-        frame, offset = conn.request(LEADER_AND_ISR, 4, encode_body(LAIR), flexible_request=True,
-                                     flexible_response=True)
-    finally:
-        conn.close()
     # a zombie controller is refused, in Kafka's format, and nothing changes
-    assert decode_response(LEADER_AND_ISR, frame[offset:]) == LeaderAndIsrResponse(
-        int(ErrorCode.stale_controller_epoch))
+    assert _send(broker, LAIR) == LeaderAndIsrResponse(int(ErrorCode.stale_controller_epoch))
     with KafkaConnection(broker.bootstrap) as conn:
         assert [t.name for t in metadata(conn, None).topics] == []
 

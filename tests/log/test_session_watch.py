@@ -12,8 +12,9 @@ loop a bounded number of times: no wall-clock waits, no timing assertions.
 from __future__ import annotations
 
 import asyncio
-import os
 
+import pytest
+from test_disk_errors import _fail_writes
 from test_isr import answered, append, leader, until
 
 from odradek.broker.fetch_sessions import (
@@ -27,6 +28,7 @@ from odradek.broker.fetch_sessions import (
 from odradek.broker.replica import Partition
 from odradek.broker.topic_config import LogConfig
 from odradek.clock import ManualClock
+from odradek.errors import KafkaError
 
 FOLLOWER = 2
 LAG_MS = 30_000
@@ -104,17 +106,9 @@ def test_a_disk_error_dirties_and_wakes_the_sessions(open_log, clock):
     async def main() -> None:
         part, _ = leader(open_log, clock, [1, 2])
         follower, entry = watching(part, clock, FOLLOWER)
-        segment = part.log.segments[-1]
-        full = os.open("/dev/full", os.O_WRONLY)
-        try:
-            with segment.files.use(segment) as fd:
-                os.dup2(full, fd)
-        finally:
-            os.close(full)
-        try:
+        _fail_writes(part.log)
+        with pytest.raises(KafkaError):
             append(part, 1)
-        except Exception:
-            pass
         assert part.log.offline
         await until(follower.waiter.done, "the session woke on the log going offline")
         assert entry in follower.dirty
