@@ -149,6 +149,13 @@ def test_the_request_makes_what_it_names_dirty_and_forgetting_stops_the_watch() 
     assert replica.unwatched == [t2] and t2.watched is None
 
 
+class Stable:
+    """Stands in for a replica as an event's source: its last stable offset."""
+
+    def __init__(self, last_stable_offset: int) -> None:
+        self.last_stable_offset = last_stable_offset
+
+
 class Watched:
     """Stands in for a replica: records what stopped watching it."""
 
@@ -171,23 +178,23 @@ def test_events_make_a_partition_dirty_and_wake_only_the_fetch_that_waits_for_th
         consumer.settle([c0], [])
         follower.waiter, follower.wakes_on = loop.create_future(), APPEND | REPLICA
         consumer.waiter, consumer.wakes_on = loop.create_future(), HIGH_WATERMARK | REPLICA
-        follower.on_event(f0, HIGH_WATERMARK, 5)  # the follower is told the new HW next time, but not woken
+        follower.on_event(f0, HIGH_WATERMARK, Stable(5))  # the follower is told the new HW next time, but not woken
         assert list(follower.dirty) == [f0] and not follower.waiter.done()
-        consumer.on_event(c0, APPEND, -1)  # a consumer reads to the high watermark: an append alone is nothing
+        consumer.on_event(c0, APPEND, Stable(-1))  # a consumer reads to the high watermark: an append alone is nothing
         assert not consumer.dirty and not consumer.waiter.done()
-        follower.on_event(f0, APPEND, -1)
-        consumer.on_event(c0, HIGH_WATERMARK, 5)
+        follower.on_event(f0, APPEND, Stable(-1))
+        consumer.on_event(c0, HIGH_WATERMARK, Stable(5))
         assert follower.waiter.done() and consumer.waiter.done()
         # READ_COMMITTED: a high watermark move inside an open transaction (the LSO it was told stays) wakes nobody
         consumer.waiter, consumer.read_committed = loop.create_future(), True
         c0.last_stable_offset = 5
-        consumer.on_event(c0, HIGH_WATERMARK, 5)
+        consumer.on_event(c0, HIGH_WATERMARK, Stable(5))
         assert not consumer.waiter.done()
-        consumer.on_event(c0, HIGH_WATERMARK, 6)
+        consumer.on_event(c0, HIGH_WATERMARK, Stable(6))
         assert consumer.waiter.done()
         # nobody waits for an ISR change; a closed session answers its parked fetch and stops watching
         follower.waiter = loop.create_future()
-        follower.on_event(f0, ISR, -1)
+        follower.on_event(f0, ISR, Stable(-1))
         assert not follower.waiter.done()
         replica = Watched()
         f0.watched = replica

@@ -152,7 +152,7 @@ class FetchSession:
         """A follower's session: it outranks consumers' sessions when the cache is full."""
         return self.replica_id >= 0
 
-    def on_event(self, entry: CachedPartition, event: int, last_stable_offset: int) -> None:
+    def on_event(self, entry: CachedPartition, event: int, replica: Any) -> None:
         """A watched partition changed: the next fetch reads it, and the parked fetch wakes if it waits for this.
         A consumer reads to the high watermark: an append or an ISR change alone changes nothing it would read."""
         if event & (APPEND | ISR) and self.replica_id < 0:
@@ -161,7 +161,8 @@ class FetchSession:
         waiter = self.waiter
         if waiter is None or waiter.done() or not event & self.wakes_on:
             return
-        if event == HIGH_WATERMARK and self.read_committed and last_stable_offset == entry.last_stable_offset:
+        if event == HIGH_WATERMARK and self.read_committed \
+                and replica.last_stable_offset == entry.last_stable_offset:
             return  # the high watermark moved inside an open transaction: nothing new below the LSO
         waiter.set_result(None)
 
@@ -214,7 +215,8 @@ class FetchSession:
         for entry in clean:
             dirty.pop(entry, None)
         for entry in served:
-            if dirty.pop(entry, 0) is None:
+            if entry in dirty:
+                del dirty[entry]
                 dirty[entry] = None
 
 

@@ -322,13 +322,12 @@ class Partition:
         watchers = self._watchers
         if not watchers:
             return
-        lso = self.log.last_stable_offset if event == HIGH_WATERMARK else -1
         for entry, session in watchers.items():  # on_event only marks and wakes: the watchers stay as they are
             if event == APPEND and session.replica_id >= 0 and entry not in session.dirty:
                 # a clean entry means the follower was at our log end on each of its fetches since: it was caught
                 # up as of its last one, which visiting the partition would have recorded
                 self._idle_follower_fetched(session.replica_id, session.last_used_ms)
-            session.on_event(entry, event, lso)
+            session.on_event(entry, event, self)
 
     def _idle_follower_fetched(self, replica_id: int, at_ms: int) -> None:
         state = self.followers.get(replica_id)

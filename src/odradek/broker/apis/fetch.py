@@ -20,7 +20,7 @@ its id); an incremental fetch names only the partitions whose fetch state change
 response keeps only partitions with records, an error or a changed high watermark, last stable offset or log start
 offset. A session error answers the error code at the top with no partitions. An incremental fetch reads only the
 session's dirty partitions (those the request names, and those whose replica reported an append, a high watermark
-move or a change of leadership or log since the fetcher was last told): every other partition would be answered
+move or a change of leadership, ISR or log since the fetcher was last told): every other partition would be answered
 with nothing, so the fetch's cost follows what changed, not the session's size. It parks on the session, woken
 through the replicas it watches, instead of on each partition.
 
@@ -119,14 +119,15 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             seen = []
         topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed,
                                          None if session is None else seen)
+        if session is not None:
+            for entry, part, _idle in seen:
+                if entry.watched is not part:
+                    part.watch(entry, session)
         remaining = deadline - loop.time()
         if total >= min_bytes or remaining <= 0:
             break
         woken: asyncio.Future[None] = loop.create_future()
         if session is not None:
-            for entry, part, _idle in seen:
-                if entry.watched is not part:
-                    part.watch(entry, session)
             errors = sum(1 for _n, _i, results in topics for r in results if r.error_code)
             errors += sum(len(p) for _n, _i, p in refused) + sum(len(p) for _i, p in unknown_ids)
             if errors >= session.size:
@@ -173,9 +174,6 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             ctx.throttle_ms = throttle
             return Encoded(encode_fetch_response(version, [], session_id=session_id, throttle_ms=throttle))
     if session is not None:
-        for entry, part, _idle in seen:
-            if entry.watched is not part:
-                part.watch(entry, session)
         topics = _changed_only(session, topics, by_id, seen)
     elif context.kind is ContextKind.FULL and cache is not None:
         session_id = cache.maybe_create(replica_id, by_id,
@@ -333,7 +331,6 @@ def _read_all(
     whose offsets the fetcher already knows gets no result at all, and ``seen`` collects each partition found
     with the replica serving it and whether it is now idle: nothing to read, no error, and (for a follower) the
     follower in the ISR, so its next fetches need not look until the replica reports an event."""
-    changed_only = seen is not None
     services = ctx.services
     replicas = services.replicas
     follower = replica_id >= 0
@@ -368,7 +365,7 @@ def _read_all(
                     waitable.append((part, lso))
                     if seen is not None:
                         seen.append((fp, part, not follower or replica_id in part.isr))
-                    if changed_only and hw == fp.high_watermark and lso == fp.last_stable_offset \
+                    if seen is not None and hw == fp.high_watermark and lso == fp.last_stable_offset \
                             and start == fp.leader_log_start_offset:
                         continue
                     idle = FetchPartitionResult(fp.partition, 0, hw, lso, start)
