@@ -26,6 +26,7 @@ from kio.index import load_response_schema
 
 from odradek.broker.apis import Encoded, RequestContext, produce
 from odradek.broker.faults import FaultState
+from odradek.broker.link.resent_requests import LARGE_BODY
 from odradek.broker.services import Services
 from odradek.clock import Clock
 from odradek.controller.requests import (
@@ -66,7 +67,6 @@ def frame_encoded(correlation_id: int, flexible_header: bool, encoded: Encoded) 
 
 
 LARGE_CHUNK = 64 * 1024
-LARGE_CONTROLLER_BODY = 1 << 18  # controller requests above this (~5,000 partitions) are decoded off the event loop
 
 
 def write_chunks(writer: asyncio.StreamWriter, chunks: list[bytes | bytearray | memoryview]) -> None:
@@ -501,7 +501,7 @@ class Connection:
                 return [frame_response(header.correlation_id, encoded)]
         pending = resent.begin(header.api_key, body)
         try:
-            if len(body) > LARGE_CONTROLLER_BODY:
+            if len(body) > LARGE_BODY:
                 # A 100,000-partition request takes a fraction of a second to decode: on a worker thread, so the
                 # event loop keeps answering (and keeps the coordination session alive) while it runs.
                 request = await asyncio.to_thread(decode_request, header.api_key, body)
@@ -511,13 +511,11 @@ class Connection:
                                  header.client_id, self.client_host, principal=self.principal,
                                  listener=self.listener_name)
             encoded = encode_body(await api.handle(ctx, request))
-        except RequestFormatError as exc:
+        except BaseException as exc:
             if pending is not None:
                 resent.abandon(pending)
-            raise FrameError(f"malformed controller request (API {api.API_KEY} v{version}): {exc}") from exc
-        except BaseException:
-            if pending is not None:
-                resent.abandon(pending)
+            if isinstance(exc, RequestFormatError):
+                raise FrameError(f"malformed controller request (API {api.API_KEY} v{version}): {exc}") from exc
             raise
         if pending is not None:
             pending.set_result(encoded)

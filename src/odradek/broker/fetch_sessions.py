@@ -175,7 +175,7 @@ class FetchSession:
         """The session is gone: its entries stop watching their replicas, and a parked fetch answers now."""
         for parts in self.topics.values():
             for entry in parts.values():
-                _unwatch(entry)
+                stop_watching(entry)
         self.dirty.clear()
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
@@ -203,7 +203,7 @@ class FetchSession:
             if parts is not None and (gone := parts.pop(index, None)) is not None:
                 self.size -= 1
                 dirty.pop(gone, None)
-                _unwatch(gone)
+                stop_watching(gone)
                 if not parts:
                     del topics[key]
 
@@ -356,7 +356,8 @@ class FetchSessionCache:
         self.evictions += 1
 
 
-def _unwatch(entry: CachedPartition) -> None:
+def stop_watching(entry: CachedPartition) -> None:
+    """The entry no longer hears of the replica it watched (it left its session, or watches another replica)."""
     if entry.watched is not None:
         entry.watched.unwatch(entry)
         entry.watched = None

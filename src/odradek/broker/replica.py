@@ -27,7 +27,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from odradek.broker.fetch_sessions import APPEND, HIGH_WATERMARK, ISR, REPLICA, CachedPartition, FetchSession
+from odradek.broker.fetch_sessions import (
+    APPEND,
+    HIGH_WATERMARK,
+    ISR,
+    REPLICA,
+    CachedPartition,
+    FetchSession,
+    stop_watching,
+)
 from odradek.broker.log import AppendResult, PartitionLog
 from odradek.broker.log.partition_log import ORIGIN_CLIENT
 from odradek.clock import Clock
@@ -291,8 +299,8 @@ class Partition:
     def watch(self, entry: CachedPartition, session: FetchSession) -> None:
         """Tell ``session`` of this partition's events until :meth:`unwatch` (the entry leaves its session) or until
         the entry watches another replica (this one was dropped and the partition created again)."""
-        if entry.watched is not None and entry.watched is not self:
-            entry.watched.unwatch(entry)
+        if entry.watched is not self:
+            stop_watching(entry)
         entry.watched = self
         self._watchers[entry] = session
         if self._loop is None:

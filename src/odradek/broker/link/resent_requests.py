@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 
 LARGE_BODY = 1 << 18
-"""Bodies above this (about 5,000 partitions) are remembered; smaller ones are cheap enough to apply again."""
+"""Bodies above this (about 5,000 partitions) are remembered (smaller ones are cheap enough to apply again) and
+decoded off the event loop."""
 
 
 class ResentRequests:
@@ -27,7 +28,7 @@ class ResentRequests:
         """The encoded response (possibly still to come) of the previous controller request if it had exactly this
         API and body; otherwise None, and the previous request is forgotten."""
         last = self._last
-        if last is not None and last[0] == api_key and len(last[1]) == len(body) and last[1] == body:
+        if last is not None and last[0] == api_key and last[1] == body:
             return last[2]
         self._last = None
         return None
