@@ -114,11 +114,11 @@ class Applier:
                 found = await store.states(stale)
                 leadership.update(found)
                 for tp in stale:
-                    state = found.get(tp)
-                    if state is not None and _same_state(state, changes[tp].state):
+                    now = found.get(tp)
+                    if now is not None and _same_state(now, changes[tp].state):
                         # Our own write, sent again after a connection loss swallowed its reply: it is written.
-                        add(ctx, changes[tp].recipients, tp, state)
-                        applied.written[tp] = state
+                        add(ctx, changes[tp].recipients, tp, now)
+                        applied.written[tp] = now
                     else:
                         applied.stale.append(tp)
 
