@@ -37,14 +37,14 @@ from odradek.coordination import (
     Create,
     Delete,
     EmbeddedBackend,
+    ForwardingSession,
     Op,
     OpResult,
     Session,
-    SessionState,
     SetData,
     Stat,
 )
-from odradek.coordination.store import SessionListener, WatchCallback
+from odradek.coordination.store import WatchCallback
 from odradek.coordination.znodes import (
     BrokerRegistration,
     Endpoint,
@@ -232,11 +232,11 @@ class ConnectionLosses:
             asyncio.get_running_loop().call_soon(self.backend.resume, session.session_id)
 
 
-class LossySession(Session):
+class LossySession(ForwardingSession):
     """A broker's embedded session with :class:`ConnectionLosses` between it and the broker's controller."""
 
     def __init__(self, session: Session, broker_id: int, losses: ConnectionLosses) -> None:
-        self._session = session
+        super().__init__(session)
         self._broker_id = broker_id
         self._losses = losses
 
@@ -247,10 +247,10 @@ class LossySession(Session):
         if not losses.is_cut_here(self._broker_id, name):
             return await call()
         if not losses.after:
-            losses.cut(self._session)
+            losses.cut(self.inner)
             return await call()  # the suspended session answers with connection loss
         await call()
-        losses.cut(self._session)
+        losses.cut(self.inner)
         reply = lost()
         if isinstance(reply, BaseException):
             raise reply
@@ -262,65 +262,44 @@ class LossySession(Session):
     def _lost_each(self, items: Sequence[Any]) -> Callable[[], list[ConnectionLossError]]:
         return lambda: [self._lost_one() for _ in items]
 
-    @property
-    def session_id(self) -> int:
-        return self._session.session_id
-
-    @property
-    def timeout_ms(self) -> int:
-        return self._session.timeout_ms
-
-    @property
-    def state(self) -> SessionState:
-        return self._session.state
-
-    def add_listener(self, listener: SessionListener) -> None:
-        self._session.add_listener(listener)
-
-    def remove_listener(self, listener: SessionListener) -> None:
-        self._session.remove_listener(listener)
-
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
                      make_parents: bool = False) -> str:
-        return await self._request("create", lambda: self._session.create(
+        return await self._request("create", lambda: self.inner.create(
             path, data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents), self._lost_one)
 
     async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
-        return await self._request("get", lambda: self._session.get(path, watch), self._lost_one)
+        return await self._request("get", lambda: self.inner.get(path, watch), self._lost_one)
 
     async def set(self, path: str, data: bytes, expected_version: int = ANY_VERSION) -> Stat:
-        return await self._request("set", lambda: self._session.set(path, data, expected_version), self._lost_one)
+        return await self._request("set", lambda: self.inner.set(path, data, expected_version), self._lost_one)
 
     async def delete(self, path: str, expected_version: int = ANY_VERSION) -> None:
-        await self._request("delete", lambda: self._session.delete(path, expected_version), self._lost_one)
+        await self._request("delete", lambda: self.inner.delete(path, expected_version), self._lost_one)
 
     async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
-        return await self._request("children", lambda: self._session.children(path, watch), self._lost_one)
+        return await self._request("children", lambda: self.inner.children(path, watch), self._lost_one)
 
     async def children_with_stat(self, path: str, watch: WatchCallback | None = None) -> tuple[list[str], Stat]:
-        return await self._request("children", lambda: self._session.children_with_stat(path, watch),
+        return await self._request("children", lambda: self.inner.children_with_stat(path, watch),
                                    self._lost_one)
 
     async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
-        return await self._request("exists", lambda: self._session.exists(path, watch), self._lost_one)
+        return await self._request("exists", lambda: self.inner.exists(path, watch), self._lost_one)
 
     async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
-        return await self._request("multi", lambda: self._session.multi(ops), self._lost_one)
+        return await self._request("multi", lambda: self.inner.multi(ops), self._lost_one)
 
     async def create_many(self, items: Sequence[Create]) -> list[str | CoordinationError]:
-        return await self._request("create_many", lambda: self._session.create_many(items), self._lost_each(items))
+        return await self._request("create_many", lambda: self.inner.create_many(items), self._lost_each(items))
 
     async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | CoordinationError]:
-        return await self._request("get_many", lambda: self._session.get_many(paths), self._lost_each(paths))
+        return await self._request("get_many", lambda: self.inner.get_many(paths), self._lost_each(paths))
 
     async def set_many(self, items: Sequence[SetData]) -> list[Stat | CoordinationError]:
-        return await self._request("set_many", lambda: self._session.set_many(items), self._lost_each(items))
+        return await self._request("set_many", lambda: self.inner.set_many(items), self._lost_each(items))
 
     async def delete_many(self, items: Sequence[Delete]) -> list[CoordinationError | None]:
-        return await self._request("delete_many", lambda: self._session.delete_many(items), self._lost_each(items))
-
-    async def close(self) -> None:
-        await self._session.close()
+        return await self._request("delete_many", lambda: self.inner.delete_many(items), self._lost_each(items))
 
 
 class SimBroker:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -348,24 +348,33 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-async def run_with_cut(scenario: Scenario, at: int, after: bool) -> bool:
-    """One run with the cut at request ``at``; True when the cut happened (the event made that many requests)."""
+@contextlib.asynccontextmanager
+async def at_rest(setup: Callable[[SimCluster], Awaitable[None]],
+                  config: dict[str, object] | None = None) -> AsyncIterator[tuple[SimCluster, ConnectionLosses]]:
+    """Four simulated brokers (broker 0 the controller) set up by ``setup`` and converged, with a
+    :class:`ConnectionLosses` not yet armed."""
     backend = EmbeddedBackend(ManualClock())
     losses = ConnectionLosses(backend)
-    c = SimCluster(backend, {**CONFIG, **scenario.config}, losses=losses)
+    c = SimCluster(backend, {**CONFIG, **(config or {})}, losses=losses)
     await c.start(4)
     try:
         controller = await c.wait_controller()
         assert controller.broker_id == 0
-        await scenario.setup(c)
+        await setup(c)
         await converged(c, no_expectation)
+        yield c, losses
+    finally:
+        await c.stop()
+
+
+async def run_with_cut(scenario: Scenario, at: int, after: bool) -> bool:
+    """One run with the cut at request ``at``; True when the cut happened (the event made that many requests)."""
+    async with at_rest(scenario.setup, scenario.config) as (c, losses):
         losses.arm(at, scenario.cut, after)
-        await scenario.trigger(c, controller)
+        await scenario.trigger(c, await c.wait_controller())
         await scenario.settle(c)
         await converged(c, scenario.expect)
         return bool(losses.fired)
-    finally:
-        await c.stop()
 
 
 @pytest.mark.parametrize("after", [False, True], ids=["cut-before-the-request", "cut-after-the-request"])
@@ -384,35 +393,23 @@ async def test_an_event_cut_off_at_each_of_its_requests_converges(name: str, aft
 
 async def test_a_request_cut_off_waits_for_the_session_and_is_then_sent_again() -> None:
     """No timer, no backoff: the controller stands still until the session is back, then the event finishes."""
-    backend = EmbeddedBackend(ManualClock())
-    losses = ConnectionLosses(backend)
-    c = await SimCluster(backend, CONFIG, losses=losses).start(4)
-    try:
+    async with at_rest(one_topic) as (c, losses):
         controller = await c.wait_controller()
-        await one_topic(c)
-        await converged(c, no_expectation)
         losses.hold = True
         losses.arm(1, [0], after=False)
         await reassign_by_znode(c, controller)
         await wait_for(lambda: losses.fired, what="the reassignment's first request cut")
+        assert controller.is_active and controller.ctx.being_reassigned == {}
         session = c.brokers[0].session
         assert session is not None
-        assert controller.ctx.being_reassigned == {}
-        backend.resume(session.session_id)
+        losses.backend.resume(session.session_id)
         await adding_replicas_join_the_isr(c)
         await converged(c, reassigned)
-    finally:
-        await c.stop()
 
 
 async def test_a_session_that_expires_while_cut_off_makes_the_controller_resign_and_a_successor_finish() -> None:
-    backend = EmbeddedBackend(ManualClock())
-    losses = ConnectionLosses(backend)
-    c = await SimCluster(backend, CONFIG, losses=losses).start(4)
-    try:
+    async with at_rest(one_topic) as (c, losses):
         controller = await c.wait_controller()
-        await one_topic(c)
-        await converged(c, no_expectation)
         losses.hold = True
         losses.arm(3, [0], after=True)
         await create_topic(c, controller)
@@ -423,5 +420,3 @@ async def test_a_session_that_expires_while_cut_off_makes_the_controller_resign_
         await converged(c, topic_n_exists)
         with pytest.raises(SessionExpiredError):
             await controller._shared.store.current_epoch()
-    finally:
-        await c.stop()

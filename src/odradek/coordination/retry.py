@@ -29,11 +29,11 @@ from odradek.coordination.store import (
     CoordinationError,
     Create,
     Delete,
+    ForwardingSession,
     Op,
     OpResult,
     Session,
     SessionExpiredError,
-    SessionListener,
     SessionState,
     SetData,
     Stat,
@@ -49,11 +49,11 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
-class RetryingSession(Session):
+class RetryingSession(ForwardingSession):
     """``session`` with every request retried across connection losses; see the module docstring."""
 
     def __init__(self, session: Session, name: str = "") -> None:
-        self.inner = session
+        super().__init__(session)
         self._name = name or f"session 0x{session.session_id:x}"
         self._reconnected: asyncio.Future[SessionState] | None = None
 
@@ -105,24 +105,6 @@ class RetryingSession(Session):
 
     # ------------------------------------------------------------------------------------ the session
 
-    @property
-    def session_id(self) -> int:
-        return self.inner.session_id
-
-    @property
-    def timeout_ms(self) -> int:
-        return self.inner.timeout_ms
-
-    @property
-    def state(self) -> SessionState:
-        return self.inner.state
-
-    def add_listener(self, listener: SessionListener) -> None:
-        self.inner.add_listener(listener)
-
-    def remove_listener(self, listener: SessionListener) -> None:
-        self.inner.remove_listener(listener)
-
     async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
                      make_parents: bool = False) -> str:
         return await self._retry(lambda: self.inner.create(path, data, ephemeral=ephemeral, sequential=sequential,
@@ -163,7 +145,3 @@ class RetryingSession(Session):
 
     async def ensure_path(self, path: str) -> None:
         await self._retry(lambda: self.inner.ensure_path(path))
-
-    async def close(self) -> None:
-        """Closes the wrapped session (its owner's to close: the controller never calls this)."""
-        await self.inner.close()
