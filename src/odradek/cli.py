@@ -200,13 +200,14 @@ def topics(
 @click.option("--events", default=20000, show_default=True, type=int, help="clickstream events to produce")
 @click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
 @click.option("--data-dir", default=None, type=click.Path(path_type=Path))
-def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> None:
+@click.option("--verbose", is_flag=True, help="show the brokers', clients' and Spark's logs and progress bars here")
+def demo(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool) -> None:
     """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
     from odradek.demo import run
     from odradek.runner import configure_logging
 
     configure_logging("WARNING")
-    if not run(brokers, events, seconds, data_dir):
+    if not run(brokers, events, seconds, data_dir, verbose):
         raise SystemExit(1)
 
 
