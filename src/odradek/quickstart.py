@@ -29,7 +29,7 @@ from odradek.broker.config import SENSITIVE
 
 log = logging.getLogger(__name__)
 
-QUICKSTART_SOURCE = "Kafka 3.9 config/server.properties"
+QUICKSTART_SOURCE = "Kafka 3.9's config/server.properties"
 
 _REPLICATION_FACTORS = ("offsets.topic.replication.factor", "transaction.state.log.replication.factor")
 
@@ -62,7 +62,7 @@ def _secret(name: str) -> bool:
 def up_settings(brokers: int, overrides: Mapping[str, str]) -> dict[str, str]:
     """``odradek up``'s settings: the quickstart values under ``overrides``; logs the start-up line."""
     chosen = quickstart_settings(brokers)
-    log.info("%s", describe_settings(f"Kafka's code defaults with {QUICKSTART_SOURCE}", chosen, overrides))
+    log.info("%s", describe_settings(f"Kafka's code defaults, then {QUICKSTART_SOURCE}", chosen, overrides))
     return {**chosen, **overrides}
 
 
