@@ -122,8 +122,7 @@ def _run(clickstream: Any, page_views: Any, brokers: int, events: int, seconds: 
             cluster.call(cluster.cluster.start_broker(victim))
             print(f"broker {victim} restarted", flush=True)
         generator.join()
-        print(f"produced {sum(produced.values())} page views; waiting for Spark to count them all "
-              f"(up to {seconds:.0f} s)", flush=True)
+        print(f"every event produced; waiting for Spark to count them all (up to {seconds:.0f} s)", flush=True)
         deadline = time.monotonic() + seconds
         got: Counter[tuple[str, int]] = Counter()
         total = sum(produced.values())
