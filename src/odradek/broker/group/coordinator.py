@@ -22,7 +22,7 @@ import logging
 import struct
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,7 @@ from odradek.broker.group.results import (
     OffsetCommit,
     SyncResult,
 )
+from odradek.broker.group.runtime import CoordinatorRuntime, Records, group_error, offset_error
 from odradek.broker.group.schema import (
     GroupKey,
     GroupValue,
@@ -73,9 +74,9 @@ from odradek.broker.group.schema import (
 )
 from odradek.broker.group.timers import Timers
 from odradek.clock import Clock
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode
 from odradek.placement.model import TopicPartition
-from odradek.protocol.records import CONTROL_COMMIT, encode_batch
+from odradek.protocol.records import CONTROL_COMMIT
 
 log = logging.getLogger(__name__)
 
@@ -92,32 +93,6 @@ class _DelayedJoin:
     delay_ms: int
     remaining_ms: int
 
-
-
-_GROUP_STORE_ERRORS: dict[ErrorCode, ErrorCode] = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
-}
-"""How a failed append of group metadata reaches the client (Kafka's GroupMetadataManager.storeGroup)."""
-
-_OFFSET_STORE_ERRORS: dict[ErrorCode, ErrorCode] = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
-}
-"""How a failed append of committed offsets reaches the client (Kafka's GroupMetadataManager.storeOffsets)."""
 
 
 def _join_error(member_id: str, error: ErrorCode) -> JoinResult:
@@ -154,9 +129,10 @@ class GroupCoordinator:
         self._load_epoch: Counter[int] = Counter()
         self._rebalance: dict[Group, _DelayedJoin] = {}
         self._sync_timer: dict[Group, object] = {}
-        self._pending_commits: Counter[Group] = Counter()
+        self._in_flight: dict[str, Counter[TopicPartition]] = {}
+        """Per group, the partitions whose commits (plain or transactional) are appending."""
         self._timers = Timers()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runtime = CoordinatorRuntime(clock, offsets_log, self.config.offsets_commit_timeout_ms)
         self._closed = False
         self._sweep_scheduled = False
         self._order = itertools.count()
@@ -208,9 +184,7 @@ class GroupCoordinator:
             return done
         self._loading.add(partition)
         task = loop.create_task(self._load(partition, self._load_epoch[partition]))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(_consume_result)
+        self._runtime.keep(task)
         return task
 
     async def _load(self, partition: int, epoch: int) -> None:
@@ -270,15 +244,14 @@ class GroupCoordinator:
             group_pending = pending_offsets.get(group_id, {})
             if value is None and not group_offsets and not group_pending:
                 continue
-            group = Group.from_value(group_id, value) if value is not None else Group(group_id)
-            group.offsets = {tp: v for tp, (_, v) in group_offsets.items()}
-            group.offset_order = {tp: order for tp, (order, _) in group_offsets.items()}
+            if value is not None:
+                self._groups[group_id] = Group.from_value(group_id, value)
+            for tp, (order, offset) in group_offsets.items():
+                self._replay_offset(group_id, tp, offset, order)
             for producer_id, txn_offsets in group_pending.items():
-                group.pending_txn_offsets[producer_id] = {
-                    tp: PendingTxnOffset(v, order) for tp, (order, v) in txn_offsets.items()
-                }
-                self._producer_groups[producer_id].add(group_id)
-            self._groups[group_id] = group
+                for tp, (order, offset) in txn_offsets.items():
+                    self._replay_txn_offset(group_id, producer_id, tp, offset, order)
+            group = self._groups[group_id]
             loaded += 1
             for member in group.members.values():
                 self._schedule_heartbeat(group, member, member.session_timeout_ms, now)
@@ -464,8 +437,8 @@ class GroupCoordinator:
         changes = self._consumer_changes(group)
         if not changes:
             return ErrorCode.none
-        code = await self._append(self.partition_for(group.group_id), changes)
-        return _GROUP_STORE_ERRORS.get(code, code)
+        code = await self._runtime.append(self.partition_for(group.group_id), changes)
+        return group_error(code)
 
     def _expire_consumer(self, group: ConsumerGroupState, member_id: str, token: object) -> None:
         member = group.members.get(member_id)
@@ -486,10 +459,10 @@ class GroupCoordinator:
         would be left."""
         self._refresh_topics()
         if self._may_downgrade(group, member_id):
-            self._spawn(self._log_downgrade(group, member_id))
+            self._runtime.spawn(self._log_downgrade(group, member_id))
             return
         self.consumer_groups.remove_member(group, member_id, self._topics)
-        self._spawn(self._log_store_error(group))
+        self._runtime.spawn(self._log_store_error(group))
 
     async def _log_downgrade(self, group: ConsumerGroupState, member_id: str) -> None:
         code = await self._downgrade(group, member_id)
@@ -560,8 +533,8 @@ class GroupCoordinator:
                  group_id, holder.generation_id, len(members))
         self._prepare_rebalance(holder, f"Downgrade group {group_id} from consumer to classic.")
         self._fire_due(now)
-        code = await self._append(self.partition_for(group_id), records)
-        return _GROUP_STORE_ERRORS.get(code, code)
+        code = await self._runtime.append(self.partition_for(group_id), records)
+        return group_error(code)
 
     def _arm_consumer_session(self, group: ConsumerGroupState, member: ConsumerMember, now: int) -> None:
         token = member.session_token = object()
@@ -735,7 +708,7 @@ class GroupCoordinator:
             self._classic_deadlines.pop((group.group_id, found.member_id), None)
             self.consumer_groups.remove_member(group, found.member_id, self._topics)
             results.append(ErrorCode.none)
-        self._spawn(self._log_store_error(group))
+        self._runtime.spawn(self._log_store_error(group))
         return results
 
     async def _log_store_error(self, group: ConsumerGroupState) -> None:
@@ -748,7 +721,7 @@ class GroupCoordinator:
         del self.consumer_groups.groups[group.group_id]
         written = self._consumer_written.pop(group.group_id, {})
         if written:
-            code = await self._append(self.partition_for(group.group_id), [(k, None) for k in written])
+            code = await self._runtime.append(self.partition_for(group.group_id), [(k, None) for k in written])
             if code is not ErrorCode.none:
                 log.warning("consumer group %s: tombstones not stored: %s", group.group_id, code.name)
 
@@ -1469,15 +1442,13 @@ class GroupCoordinator:
                         ErrorCode.illegal_generation if consumer_member.classic is not None
                         else ErrorCode.stale_member_epoch
                     )
-            holder = self._groups.get(group_id)
-            if holder is None:
-                holder = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
-            return await self._store_offsets(holder, offsets)
+            return await self._store_offsets(group_id, offsets)
         group = self._groups.get(group_id)
         if group is None:
+            # A standalone committer's group comes into being when its first commit is replayed.
             if generation_id >= 0:
                 return all_(ErrorCode.illegal_generation)
-            group = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+            return await self._store_offsets(group_id, offsets)
         if group.state is GroupState.DEAD:
             return all_(ErrorCode.coordinator_not_available)
         if group.is_static_member_fenced(member_id, group_instance_id):
@@ -1491,7 +1462,7 @@ class GroupCoordinator:
             if group.state is GroupState.COMPLETING_REBALANCE:
                 return all_(ErrorCode.rebalance_in_progress)
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        return await self._store_offsets(group, offsets)
+        return await self._store_offsets(group_id, offsets)
 
     def _offset_values(
         self, offsets: Mapping[TopicPartition, OffsetCommit]
@@ -1510,30 +1481,70 @@ class GroupCoordinator:
         return accepted, results
 
     async def _store_offsets(
-        self, group: Group, offsets: Mapping[TopicPartition, OffsetCommit]
+        self, group_id: str, offsets: Mapping[TopicPartition, OffsetCommit]
     ) -> dict[TopicPartition, ErrorCode]:
+        """Append the accepted commits; once committed, :meth:`_replay_offset` makes them visible."""
         accepted, results = self._offset_values(offsets)
         if not accepted:
             return results
-        records = _offset_records(group.group_id, accepted)
         order = next(self._order)
-        self._pending_commits[group] += 1
-        group.pending_offset_commits.update(accepted.keys())
-        try:
-            code = await self._append(self.partition_for(group.group_id), records)
-        finally:
-            self._pending_commits[group] -= 1
-            if not self._pending_commits[group]:
-                del self._pending_commits[group]
-            group.pending_offset_commits.subtract(accepted.keys())
-            group.pending_offset_commits += Counter()  # drop the zeros
-        if code is ErrorCode.none and self._groups.get(group.group_id) is group:
+
+        def replay() -> None:
             for tp, value in accepted.items():
-                group.put_offset_if_newer(tp, value, order)
-        else:
-            code = _OFFSET_STORE_ERRORS.get(code, code)
+                self._replay_offset(group_id, tp, value, order)
+
+        code = await self._write_offsets(group_id, accepted, replay)
         results.update(dict.fromkeys(accepted, code))
         return results
+
+    async def _write_offsets(
+        self,
+        group_id: str,
+        accepted: Mapping[TopicPartition, OffsetValue],
+        replay: Callable[[], None],
+        producer: tuple[int, int] | None = None,
+    ) -> ErrorCode:
+        """Write commits of ``group_id``: while they are appending the partitions count as unstable (OffsetFetch
+        with require_stable) and the group's offsets do not expire."""
+        in_flight = self._in_flight.setdefault(group_id, Counter())
+        in_flight.update(accepted.keys())
+        try:
+            code = await self._runtime.write(
+                self.partition_for(group_id), _offset_records(group_id, accepted), replay, producer=producer
+            )
+        finally:
+            in_flight.subtract(accepted.keys())
+            in_flight += Counter()  # drop the zeros
+            if not in_flight and self._in_flight.get(group_id) is in_flight:
+                del self._in_flight[group_id]
+        return offset_error(code)
+
+    def _replay_offset(self, group_id: str, tp: TopicPartition, value: OffsetValue | None, order: int) -> None:
+        """Apply one OffsetCommit record (a tombstone when ``value`` is None): the one path by which committed
+        offsets reach memory, for a live commit once appended and for a partition being loaded."""
+        group = self._groups.get(group_id)
+        if value is None:
+            if group is not None:
+                group.remove_offset(tp)
+            return
+        if group is None:
+            group = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+        group.put_offset_if_newer(tp, value, order)
+
+    def _replay_txn_offset(
+        self, group_id: str, producer_id: int, tp: TopicPartition, value: OffsetValue, order: int
+    ) -> None:
+        """Apply one transactional OffsetCommit record: pending for its producer until the marker."""
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+        group.pending_txn_offsets.setdefault(producer_id, {})[tp] = PendingTxnOffset(value, order)
+        self._producer_groups[producer_id].add(group_id)
+
+    def _has_pending(self, group: Group, tp: TopicPartition) -> bool:
+        """Kafka's hasPendingOffsetCommitsForTopicPartition: a commit appending or a transaction open."""
+        in_flight = self._in_flight.get(group.group_id)
+        return bool(in_flight and in_flight.get(tp)) or group.has_pending_offsets(tp)
 
     # --- transactional offsets (KIP-98, KIP-447) ------------------------------------------------------------
 
@@ -1561,9 +1572,8 @@ class GroupCoordinator:
         error = self._check(group_id)
         if error is not None:
             return all_(error)
-        group = self._groups.get(group_id)
-        if group is None:
-            group = self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+        # An unknown group is checked as an empty one; it comes into being when the first record is replayed.
+        group = self._groups.get(group_id) or Group(group_id)
         if group.state is GroupState.DEAD:
             return all_(ErrorCode.coordinator_not_available)
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
@@ -1576,20 +1586,13 @@ class GroupCoordinator:
         accepted, results = self._offset_values(offsets)
         if not accepted:
             return results
-        records = _offset_records(group.group_id, accepted)
-        group.prepare_txn_offsets(producer_id, accepted)
-        self._producer_groups[producer_id].add(group_id)
         order = next(self._order)
-        code = await self._append(
-            self.partition_for(group_id), records, producer=(producer_id, producer_epoch)
-        )
-        for tp, value in accepted.items():
-            if code is ErrorCode.none:
-                group.on_txn_offset_appended(producer_id, tp, value, order)
-            else:
-                group.fail_txn_offset(producer_id, tp)
-        if code is not ErrorCode.none:
-            code = _OFFSET_STORE_ERRORS.get(code, code)
+
+        def replay() -> None:
+            for tp, value in accepted.items():
+                self._replay_txn_offset(group_id, producer_id, tp, value, order)
+
+        code = await self._write_offsets(group_id, accepted, replay, producer=(producer_id, producer_epoch))
         results.update(dict.fromkeys(accepted, code))
         return results
 
@@ -1636,25 +1639,15 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if group is None:
             return set()
-        return {tp for tp in partitions if group.has_pending_offsets(tp)}
+        return {tp for tp in partitions if self._has_pending(group, tp)}
 
     async def remove_offsets_for_topics(self, topics: Iterable[str]) -> int:
         """Forget offsets of deleted topics (DeleteTopics calls this), writing tombstones; returns how
-        many."""
+        many were planned (a failed append is logged and leaves them)."""
         wanted = set(topics)
-        removed = 0
-        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
-        for group in list(self._groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] in wanted]
-            for tp in gone:
-                group.remove_offset(tp)
-                tombstones[self.partition_for(group.group_id)].append(
-                    (encode_key(OffsetKey(group.group_id, *tp)), None)
-                )
-            removed += len(gone)
-            self._drop_if_dead_empty(group, tombstones)
-        await self._append_all(tombstones, "tombstones for offsets of deleted topics")
-        return removed
+        doomed = {g.group_id: [tp for tp in g.offsets if tp[0] in wanted] for g in self._groups.values()}
+        await self._write_tombstones(doomed, "tombstones for offsets of deleted topics")
+        return sum(map(len, doomed.values()))
 
     # --- listing, describing, deleting ----------------------------------------------------------------------
 
@@ -1714,7 +1707,7 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         """Delete Empty groups and their offsets (tombstones); groups with members get NON_EMPTY_GROUP."""
         results: dict[str, ErrorCode] = {}
-        doomed: dict[int, list[Group]] = defaultdict(list)
+        doomed: dict[int, list[tuple[Group, int | None]]] = defaultdict(list)
         for group_id in group_ids:
             error = self._check(group_id, allow_empty=True)
             if error is not None:
@@ -1726,25 +1719,27 @@ class GroupCoordinator:
             elif group.state is GroupState.EMPTY:
                 # Dead while the tombstones are written: joins and commits meanwhile get
                 # COORDINATOR_NOT_AVAILABLE.
+                doomed[self.partition_for(group_id)].append((group, group.state_timestamp))
                 group.transition_to(GroupState.DEAD, self._clock.now_ms())
-                doomed[self.partition_for(group_id)].append(group)
             else:
                 results[group_id] = ErrorCode.non_empty_group
         for partition, groups in doomed.items():
-            records: list[tuple[bytes, bytes | None]] = []
-            for group in groups:
+            records: Records = []
+            for group, _ in groups:
                 records += [(encode_key(OffsetKey(group.group_id, *tp)), None) for tp in group.offsets]
                 records.append((encode_key(GroupKey(group.group_id)), None))
-            code = await self._append(partition, records)
-            for group in groups:
-                if code is ErrorCode.none:
+
+            def replay(groups: list[tuple[Group, int | None]] = groups) -> None:
+                for group, _ in groups:
                     if self._groups.get(group.group_id) is group:
                         del self._groups[group.group_id]
-                    results[group.group_id] = ErrorCode.none
                     log.info("deleted group %s with %d offsets", group.group_id, len(group.offsets))
-                else:
-                    group.state = GroupState.EMPTY  # undo: nothing was deleted
-                    results[group.group_id] = _GROUP_STORE_ERRORS.get(code, code)
+
+            code = await self._runtime.write(partition, records, replay)
+            for group, state_timestamp in groups:
+                results[group.group_id] = group_error(code)
+                if code is not ErrorCode.none:  # nothing was deleted: back to Empty as it was
+                    group.state, group.state_timestamp = GroupState.EMPTY, state_timestamp
         return results
 
     async def delete_offsets(
@@ -1771,12 +1766,15 @@ class GroupCoordinator:
                    for tp in wanted}
         doomed = [tp for tp, code in results.items() if code is ErrorCode.none and tp in group.offsets]
         if doomed:
-            for tp in doomed:
-                group.remove_offset(tp)
-            code = await self._append(self.partition_for(group_id),
-                                      [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed])
+
+            def replay() -> None:
+                for tp in doomed:
+                    self._replay_offset(group_id, tp, None, 0)
+
+            code = await self._runtime.write(self.partition_for(group_id),
+                                             [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed], replay)
             if code is not ErrorCode.none:
-                return _GROUP_STORE_ERRORS.get(code, code), {}
+                return group_error(code), {}
             log.info("deleted %d offsets of group %s", len(doomed), group_id)
         return ErrorCode.none, results
 
@@ -1801,18 +1799,19 @@ class GroupCoordinator:
 
         An Empty consumer group's offsets expire a retention period after the group became Empty; a standalone
         committer's (no protocol type) a retention period after each commit. Groups with members keep theirs.
-        The tombstones are appended in the background; the in-memory view changes at once, as in Kafka.
+        The tombstones are appended in the background and replayed once committed; returns how many offsets
+        expire.
         """
         now = self._clock.now_ms()
         retention = self.config.offsets_retention_ms
-        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        doomed: dict[str, list[TopicPartition]] = {}
         removed = 0
         for group in list(self._groups.values()):
-            if group in self._pending_commits or group.state is not GroupState.EMPTY:
+            if group.group_id in self._in_flight or group.state is not GroupState.EMPTY:
                 continue
             expired = []
             for tp, value in group.offsets.items():
-                if group.has_pending_offsets(tp):
+                if self._has_pending(group, tp):
                     continue
                 if value.expire_timestamp is not None:
                     if now >= value.expire_timestamp:
@@ -1825,22 +1824,58 @@ class GroupCoordinator:
                 )
                 if now - base >= retention:
                     expired.append(tp)
-            for tp in expired:
-                group.remove_offset(tp)
-                tombstones[self.partition_for(group.group_id)].append(
-                    (encode_key(OffsetKey(group.group_id, *tp)), None)
-                )
+            doomed[group.group_id] = expired
             removed += len(expired)
-            self._drop_if_dead_empty(group, tombstones)
-        if tombstones:
-            self._spawn(self._append_all(tombstones, "tombstones for expired offsets"))
+        if any(expired or self._left_dead_empty(self._groups[g], expired) for g, expired in doomed.items()):
+            self._runtime.spawn(self._write_tombstones(doomed, "tombstones for expired offsets"))
         return removed
 
-    def _drop_if_dead_empty(self, group: Group, tombstones: dict[int, list[tuple[bytes, bytes | None]]]) -> None:
-        if group.state is GroupState.EMPTY and not group.has_offsets and not group.members:
+    def _left_dead_empty(self, group: Group, removed: Iterable[TopicPartition]) -> bool:
+        """Whether ``group`` has nothing left once ``removed`` offsets go: Empty, no member, no pending or
+        appending commit (Kafka then writes its GroupMetadata tombstone)."""
+        return (
+            group.state is GroupState.EMPTY
+            and not group.members
+            and not group.pending_txn_offsets
+            and group.group_id not in self._in_flight
+            and set(group.offsets) <= set(removed)
+        )
+
+    async def _write_tombstones(self, doomed: Mapping[str, Sequence[TopicPartition]], what: str) -> None:
+        """Tombstone ``doomed`` offsets (one batch per partition) with the GroupMetadata tombstone of each group
+        they leave with nothing; each batch is replayed once committed."""
+        by_partition: defaultdict[int, dict[str, Sequence[TopicPartition]]] = defaultdict(dict)
+        for group_id, tps in doomed.items():
+            by_partition[self.partition_for(group_id)][group_id] = tps
+        for partition, groups in by_partition.items():
+            records: Records = []
+            emptied: list[str] = []
+            for group_id, tps in groups.items():
+                records += [(encode_key(OffsetKey(group_id, *tp)), None) for tp in tps]
+                group = self._groups.get(group_id)
+                if group is not None and self._left_dead_empty(group, tps):
+                    records.append((encode_key(GroupKey(group_id)), None))
+                    emptied.append(group_id)
+            if not records:
+                continue
+
+            def replay(groups: Mapping[str, Sequence[TopicPartition]] = groups, emptied: list[str] = emptied) -> None:
+                for group_id, tps in groups.items():
+                    for tp in tps:
+                        self._replay_offset(group_id, tp, None, 0)
+                for group_id in emptied:
+                    self._replay_group_tombstone(group_id)
+
+            code = await self._runtime.write(partition, records, replay)
+            if code is not ErrorCode.none:
+                log.warning("writing %s to __consumer_offsets-%d failed: %s", what, partition, code.name)
+
+    def _replay_group_tombstone(self, group_id: str) -> None:
+        """A GroupMetadata tombstone: the group goes unless it has come back to life since it was written."""
+        group = self._groups.get(group_id)
+        if group is not None and self._left_dead_empty(group, ()):
             group.transition_to(GroupState.DEAD, self._clock.now_ms())
-            self._groups.pop(group.group_id, None)
-            tombstones[self.partition_for(group.group_id)].append((encode_key(GroupKey(group.group_id)), None))
+            del self._groups[group_id]
 
     # --- persistence ----------------------------------------------------------------------------------------
 
@@ -1850,53 +1885,10 @@ class GroupCoordinator:
         partition = self.partition_for(group.group_id)
 
         async def store() -> None:
-            code = await self._append(partition, records)
-            done(_GROUP_STORE_ERRORS.get(code, code))
+            code = await self._runtime.append(partition, records)
+            done(group_error(code))
 
-        self._spawn(store())
-
-    async def _append(
-        self,
-        partition: int,
-        records: Sequence[tuple[bytes, bytes | None]],
-        *,
-        producer: tuple[int, int] | None = None,
-    ) -> ErrorCode:
-        """Append one batch and wait (at most offsets.commit.timeout.ms) until it is committed; ``producer``
-        (id, epoch) makes it that producer's transactional batch, as Kafka writes a TxnOffsetCommit."""
-        entries = [(key, value, ()) for key, value in records]
-        if producer is None:
-            batch = encode_batch(entries, timestamp_ms=self._clock.now_ms())
-        else:
-            # Kafka's GroupMetadataManager.storeOffsets for a TxnOffsetCommit: the producer's id and epoch, no
-            # sequence, the transactional attribute.
-            batch = encode_batch(entries, timestamp_ms=self._clock.now_ms(), producer_id=producer[0],
-                                 producer_epoch=producer[1], transactional=True)
-        task = asyncio.ensure_future(self._log.append(partition, batch))
-        try:
-            await asyncio.wait_for(asyncio.shield(task), self.config.offsets_commit_timeout_ms / 1000)
-        except TimeoutError:
-            task.add_done_callback(_consume_result)
-            return ErrorCode.request_timed_out
-        except KafkaError as exc:
-            return exc.code
-        except Exception:
-            log.exception("append to __consumer_offsets-%d failed", partition)
-            return ErrorCode.unknown_server_error
-        return ErrorCode.none
-
-    async def _append_all(self, by_partition: Mapping[int, list[tuple[bytes, bytes | None]]], what: str) -> None:
-        for partition, records in by_partition.items():
-            if records:
-                code = await self._append(partition, records)
-                if code is not ErrorCode.none:
-                    log.warning("writing %s to __consumer_offsets-%d failed: %s", what, partition, code.name)
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(_consume_result)
+        self._runtime.spawn(store())
 
     # --- timers ---------------------------------------------------------------------------------------------
 
@@ -1919,8 +1911,7 @@ class GroupCoordinator:
             self.unload_partition(partition)
         self._closed = True
         self._timers.clear()
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=self.config.offsets_commit_timeout_ms / 1000)
+        await self._runtime.drain()
 
 
 _CONTROL_KEY = struct.Struct(">hh")
@@ -1943,15 +1934,6 @@ def _names(raw_key: bytes, group_id: str) -> bool:
 def _is_offset_key(raw_key: bytes) -> bool:
     """Key versions 0 and 1 are OffsetCommitKey; 2 is GroupMetadataKey."""
     return len(raw_key) >= 2 and raw_key[0] == 0 and raw_key[1] in (0, 1)
-
-
-def _consume_result(task: asyncio.Future[Any]) -> None:
-    """Retrieve a background task's outcome so a late failure is logged once, not as 'never retrieved'."""
-    if task.cancelled():
-        return
-    exc = task.exception()
-    if exc is not None and not isinstance(exc, KafkaError):
-        log.error("group coordinator background task failed", exc_info=exc)
 
 
 def _subscribed_topics(subscription: bytes) -> list[str]:
