@@ -343,19 +343,19 @@ async def test_new_member_id_expires_if_second_join_never_comes(h: Harness) -> N
 async def test_leaving_leader_is_replaced_by_first_remaining_member(h: Harness) -> None:
     results = await h.stable_group(3)
     order = [m[0] for m in next(r for r in results if r.members).members]
-    error, per_member = h.coord.leave_group("g", [(order[0], None)])
+    error, per_member = await h.coord.leave_group("g", [(order[0], None)])
     assert (error, per_member) == (E.none, [E.none])
     assert h.group().leader_id == order[1]
     t1, t2 = h.join(order[1]), h.join(order[2])
     r1, r2 = await t1, await t2
     assert r1.leader_id == r2.leader_id == order[1] and r1.generation_id == 2
-    assert h.coord.leave_group("g", [("ghost", None)]) == (E.none, [E.unknown_member_id])
+    assert await h.coord.leave_group("g", [("ghost", None)]) == (E.none, [E.unknown_member_id])
 
 
 @scenario
 async def test_last_member_leaving_empties_the_group_and_stores_it(h: Harness) -> None:
     (r,) = await h.stable_group(1)
-    h.coord.leave_group("g", [(r.member_id, None)])
+    await h.coord.leave_group("g", [(r.member_id, None)])
     await settle()
     group = h.group()
     assert group.state is GroupState.EMPTY and group.generation_id == 2
@@ -410,8 +410,8 @@ async def test_static_member_survives_rebalance_without_rejoining(h: Harness) ->
 async def test_static_member_leaves_by_instance_id(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
-    assert h.coord.leave_group("g", [("", "i-1")]) == (E.none, [E.none])
-    assert h.coord.leave_group("g", [("wrong", "i-9")]) == (E.none, [E.unknown_member_id])
+    assert await h.coord.leave_group("g", [("", "i-1")]) == (E.none, [E.none])
+    assert await h.coord.leave_group("g", [("wrong", "i-9")]) == (E.none, [E.unknown_member_id])
 
 
 @scenario
@@ -570,7 +570,7 @@ async def test_delete_groups(h: Harness) -> None:
     await h.coord.commit_offsets("g", r.member_id, None, 1, {("t", 0): OffsetCommit(9)})
     expected = {"g": E.non_empty_group, "nope": E.group_id_not_found}
     assert await h.coord.delete_groups(["g", "nope"]) == expected
-    h.coord.leave_group("g", [(r.member_id, None)])
+    await h.coord.leave_group("g", [(r.member_id, None)])
     await settle()
     assert await h.coord.delete_groups(["g"]) == {"g": E.none}
     assert h.group() is None and h.coord.fetch_offsets("g", None) == (E.none, {})
@@ -601,7 +601,7 @@ def test_offsets_expire_after_retention() -> None:
         await h.advance(30_000)
         assert h.coord._groups.get("solo") is None  # standalone: a retention period after its commit
         assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None  # members keep theirs
-        h.coord.leave_group("g", [(r.member_id, None)])
+        await h.coord.leave_group("g", [(r.member_id, None)])
         await settle()
         await h.advance(hour - 60_000)
         assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None

@@ -21,6 +21,7 @@ import itertools
 import logging
 import struct
 import uuid
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from odradek.broker.group.consumer_protocol import (
     encode_assignment,
     version_of,
 )
-from odradek.broker.group.consumer_records import KEY_VERSIONS, group_records, key_version, load_groups
+from odradek.broker.group.consumer_records import KEY_VERSIONS, group_id_of, group_records, key_version, load_groups
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
 from odradek.broker.group.migration import MigrationPolicy, can_upgrade, to_classic_members, to_consumer_group
 from odradek.broker.group.offsets_log import OffsetsLog
@@ -143,10 +144,10 @@ class GroupCoordinator:
         self.consumer_groups = ConsumerGroupLogic(self.config.consumer_assignors)
         """KIP-848 groups; their committed offsets live in a memberless classic :class:`Group` of the same id."""
         self._topics: TopicsSnapshot = {}
-        self._consumer_written: dict[str, dict[bytes, bytes]] = {}
-        """Per consumer group, the records last appended for it: a change appends only what differs."""
-        self._migration_records: dict[str, list[tuple[bytes, bytes | None]]] = {}
-        """Records a group's conversion wrote ahead of its first consumer-group records (the classic tombstone)."""
+        self._consumer_committed: dict[str, dict[bytes, bytes]] = {}
+        """Per consumer group, its records as last committed (kept by :meth:`_replay_consumer` alone): a change
+        appends what differs from them; a failed append rebuilds the group from them."""
+        self._consumer_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         self.topics_source: Callable[[], TopicsSnapshot] | None = None
         """The broker's topics now (name → id, partition count), for classic members of consumer groups."""
         self.migration_policy = MigrationPolicy(self.config.consumer_migration_policy)
@@ -272,19 +273,19 @@ class GroupCoordinator:
         )
 
     def _load_consumer_groups(self, raw: Mapping[bytes, bytes | None], now: int) -> int:
-        try:
-            groups = load_groups(raw)
-        except (SchemaError, UnicodeDecodeError) as exc:
-            log.warning("skipping unreadable consumer group records in __consumer_offsets: %s", exc)
-            return 0
-        for group_id, group in groups.items():
-            self.consumer_groups.groups[group_id] = group
-            self._consumer_written[group_id] = {k: v for k, v in raw.items() if v is not None and _names(k, group_id)}
-            if group_id not in self._groups:
-                self._groups[group_id] = Group(group_id, state_timestamp=now)
-            for consumer_member in group.members.values():
-                self._arm_consumer_session(group, consumer_member, now)
-        return len(groups)
+        """Replay the consumer groups' records, then build each group from them (as a failed append's revert
+        does)."""
+        by_group: defaultdict[str, Records] = defaultdict(list)
+        for key, value in raw.items():
+            try:
+                by_group[group_id_of(key)].append((key, value))
+            except (SchemaError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable consumer group record in __consumer_offsets: %s", exc)
+        loaded = 0
+        for group_id, records in by_group.items():
+            self._replay_consumer(group_id, records)
+            loaded += self._rebuild_consumer(group_id, now) is not None
+        return loaded
 
     @staticmethod
     def _decode_offsets(
@@ -334,7 +335,8 @@ class GroupCoordinator:
             self._on_group_unloaded(group)
         for group_id in [g for g in self.consumer_groups.groups if self.partition_for(g) == partition]:
             del self.consumer_groups.groups[group_id]
-            self._consumer_written.pop(group_id, None)
+        for group_id in [g for g in self._consumer_committed if self.partition_for(g) == partition]:
+            del self._consumer_committed[group_id]
         for producer_id, group_ids in list(self._producer_groups.items()):
             group_ids -= {g for g in group_ids if self.partition_for(g) == partition}
             if not group_ids:
@@ -363,14 +365,27 @@ class GroupCoordinator:
 
     # --- ConsumerGroupHeartbeat (KIP-848) ------------------------------------------------------------------
 
+    def _consumer_lock(self, group_id: str) -> asyncio.Lock:
+        """The lock a consumer group's changes hold from computing to replay: a change computed on top of one
+        that is still appending could otherwise outlive that one's revert."""
+        lock = self._consumer_locks.get(group_id)
+        if lock is None:
+            lock = self._consumer_locks[group_id] = asyncio.Lock()
+        return lock
+
     async def consumer_heartbeat(self, req: HeartbeatRequest, topics: TopicsSnapshot) -> HeartbeatResult:
         """One heartbeat of a consumer-protocol member; a classic group of that id must be empty (it converts).
         The answer waits until the group's changed records are committed in ``__consumer_offsets``."""
         error = self._check(req.group_id)
         if error is not None:
             return HeartbeatResult(error)
+        async with self._consumer_lock(req.group_id):
+            return await self._consumer_heartbeat(req, topics)
+
+    async def _consumer_heartbeat(self, req: HeartbeatRequest, topics: TopicsSnapshot) -> HeartbeatResult:
         self._topics = topics
         classic = self._groups.get(req.group_id)
+        upgrading: Group | None = None
         if (
             classic is not None
             and req.group_id not in self.consumer_groups.groups
@@ -386,6 +401,7 @@ class GroupCoordinator:
                     ErrorCode.group_id_not_found,
                     f"Cannot upgrade the classic group {req.group_id}: its embedded consumer protocol is malformed.",
                 )
+            upgrading = classic
         existing = self.consumer_groups.groups.get(req.group_id)
         leaving = existing.members.get(req.member_id) if existing is not None else None
         if (
@@ -404,70 +420,121 @@ class GroupCoordinator:
             return HeartbeatResult(ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
         result = self.consumer_groups.heartbeat(req, topics, lambda: uuid.uuid4().hex)
         group = self.consumer_groups.groups.get(req.group_id)
-        if result.error is ErrorCode.none and group is not None:
-            if req.group_id not in self._groups:
-                self._groups[req.group_id] = Group(req.group_id, state_timestamp=self._clock.now_ms())
-            member = group.members.get(result.member_id or "")
-            if member is not None:
-                now = self._clock.now_ms()
-                self._arm_consumer_session(group, member, now)
-                if member.state == "unrevoked_partitions" and member.revocation_deadline is None:
-                    # Kafka's rebalance timeout: a member that does not revoke in time is removed from the group.
-                    member.revocation_deadline = now + member.rebalance_timeout_ms
-                    self._schedule(member.revocation_deadline, lambda: self._revocation_timeout(group, member))
-                elif member.state != "unrevoked_partitions":
-                    member.revocation_deadline = None
-        if group is not None:
-            code = await self._persist_consumer(group)
-            if code is not ErrorCode.none and result.error is ErrorCode.none:
-                return HeartbeatResult(code, "could not store the group's records")
+        if group is None:
+            return result
+        # The classic group's tombstone goes ahead of the consumer group's first records (Kafka's conversion).
+        ahead: Records = [(encode_key(GroupKey(req.group_id)), None)] if upgrading is not None else []
+        code = await self._persist_consumer(group, ahead)
+        if code is not ErrorCode.none:
+            return HeartbeatResult(code, "could not store the group's records") if result.error is ErrorCode.none \
+                else result
+        if upgrading is not None:
+            self._finish_upgrade(upgrading, group)
+        member = group.members.get(result.member_id or "") if result.error is ErrorCode.none else None
+        if member is not None:
+            now = self._clock.now_ms()
+            self._arm_consumer_session(group, member, now)
+            if member.state == "unrevoked_partitions" and member.revocation_deadline is None:
+                # Kafka's rebalance timeout: a member that does not revoke in time is removed from the group.
+                member.revocation_deadline = now + member.rebalance_timeout_ms
+                self._schedule(member.revocation_deadline, lambda: self._revocation_timeout(group, member))
+            elif member.state != "unrevoked_partitions":
+                member.revocation_deadline = None
         return result
 
-    def _consumer_changes(self, group: ConsumerGroupState) -> list[tuple[bytes, bytes | None]]:
+    async def _persist_consumer(
+        self, group: ConsumerGroupState, ahead: Sequence[tuple[bytes, bytes | None]] = ()
+    ) -> ErrorCode:
+        """Append what changed in ``group`` since its committed records (``ahead`` first) and replay it; a failed
+        append rebuilds the group from its committed records, so memory is as it was before the change. The
+        caller holds the group's lock and has changed ``group`` in place (Kafka's runtime replays before it
+        appends and reverts to a snapshot; here the committed records are that snapshot)."""
+        group_id = group.group_id
         ids = {name: tid for name, (tid, _) in self._topics.items()}
         records = group_records(group, ids)
-        written = self._consumer_written.get(group.group_id, {})
-        changes = self._migration_records.pop(group.group_id, [])
-        changes += [(k, None) for k in written if k not in records]
-        changes += [(k, v) for k, v in records.items() if written.get(k) != v]
-        self._consumer_written[group.group_id] = records
-        return changes
+        committed = self._consumer_committed.get(group_id, {})
+        changes = list(ahead)
+        changes += [(k, None) for k in committed if k not in records]
+        changes += [(k, v) for k, v in records.items() if committed.get(k) != v]
 
-    async def _persist_consumer(self, group: ConsumerGroupState) -> ErrorCode:
-        changes = self._consumer_changes(group)
-        if not changes:
-            return ErrorCode.none
-        code = await self._runtime.append(self.partition_for(group.group_id), changes)
+        def replay() -> None:
+            if self.consumer_groups.groups.get(group_id) is group:
+                self._replay_consumer(group_id, changes)
+
+        code = await self._runtime.write(self.partition_for(group_id), changes, replay)
+        if code is not ErrorCode.none and self.consumer_groups.groups.get(group_id) is group:
+            log.info("consumer group %s: storing its records failed (%s); back to its committed state",
+                     group_id, code.name)
+            self._rebuild_consumer(group_id, self._clock.now_ms())
         return group_error(code)
 
+    def _replay_consumer(self, group_id: str, records: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Apply a consumer group's records (key versions 3-8; other keys pass) to its committed records, whose
+        offsets holder comes into being with the group."""
+        committed = self._consumer_committed.setdefault(group_id, {})
+        for key, value in records:
+            if key_version(key) not in KEY_VERSIONS:
+                continue
+            if value is None:
+                committed.pop(key, None)
+            else:
+                committed[key] = value
+        if not committed:
+            del self._consumer_committed[group_id]
+        elif group_id not in self._groups:
+            self._groups[group_id] = Group(group_id, state_timestamp=self._clock.now_ms())
+
+    def _rebuild_consumer(self, group_id: str, now: int) -> ConsumerGroupState | None:
+        """The consumer group as its committed records describe it, installed with fresh sessions: the loader's
+        last step and the revert after a failed append."""
+        try:
+            group = load_groups(self._consumer_committed.get(group_id, {})).get(group_id)
+        except (SchemaError, UnicodeDecodeError) as exc:
+            log.warning("skipping unreadable records of consumer group %s in __consumer_offsets: %s", group_id, exc)
+            group = None
+        if group is None:
+            self.consumer_groups.groups.pop(group_id, None)
+            return None
+        self.consumer_groups.groups[group_id] = group
+        for member in group.members.values():
+            self._arm_consumer_session(group, member, now)
+        return group
+
     def _expire_consumer(self, group: ConsumerGroupState, member_id: str, token: object) -> None:
-        member = group.members.get(member_id)
-        current = self.consumer_groups.groups.get(group.group_id) is group
-        if current and member is not None and member.session_token is token:
-            log.info("consumer group %s: member %s session expired", group.group_id, member_id)
-            self._fence_consumer_member(group, member_id)
+        def still() -> bool:
+            member = group.members.get(member_id)
+            return member is not None and member.session_token is token
+
+        self._fence_consumer_member(group, member_id, still, "session expired")
 
     def _revocation_timeout(self, group: ConsumerGroupState, member: ConsumerMember) -> None:
-        current = self.consumer_groups.groups.get(group.group_id) is group
-        if current and group.members.get(member.member_id) is member and member.state == "unrevoked_partitions":
-            log.info("consumer group %s: member %s did not revoke within its rebalance timeout",
-                     group.group_id, member.member_id)
-            self._fence_consumer_member(group, member.member_id)
+        def still() -> bool:
+            return group.members.get(member.member_id) is member and member.state == "unrevoked_partitions"
 
-    def _fence_consumer_member(self, group: ConsumerGroupState, member_id: str) -> None:
-        """Kafka's consumerGroupFenceMember: remove the member, or downgrade the group if only classic members
-        would be left."""
-        self._refresh_topics()
-        if self._may_downgrade(group, member_id):
-            self._runtime.spawn(self._log_downgrade(group, member_id))
-            return
-        self.consumer_groups.remove_member(group, member_id, self._topics)
-        self._runtime.spawn(self._log_store_error(group))
+        self._fence_consumer_member(group, member.member_id, still, "did not revoke within its rebalance timeout")
 
-    async def _log_downgrade(self, group: ConsumerGroupState, member_id: str) -> None:
-        code = await self._downgrade(group, member_id)
-        if code is not ErrorCode.none:
-            log.warning("consumer group %s: storing its downgrade failed: %s", group.group_id, code.name)
+    def _fence_consumer_member(
+        self, group: ConsumerGroupState, member_id: str, still: Callable[[], bool], reason: str
+    ) -> None:
+        """Kafka's consumerGroupFenceMember, from a timer: remove the member, or downgrade the group if only
+        classic members would be left, once the group's lock is free and if ``still()`` holds then."""
+
+        async def fence() -> None:
+            async with self._consumer_lock(group.group_id):
+                if self.consumer_groups.groups.get(group.group_id) is not group or not still():
+                    return
+                log.info("consumer group %s: member %s %s", group.group_id, member_id, reason)
+                self._refresh_topics()
+                if self._may_downgrade(group, member_id):
+                    code = await self._downgrade(group, member_id)
+                else:
+                    self.consumer_groups.remove_member(group, member_id, self._topics)
+                    code = await self._persist_consumer(group)
+                if code is not ErrorCode.none:
+                    log.warning("consumer group %s: storing its records failed: %s", group.group_id, code.name)
+
+        if self.consumer_groups.groups.get(group.group_id) is group and still():
+            self._runtime.spawn(fence())
 
     def _refresh_topics(self) -> None:
         if self.topics_source is not None:
@@ -485,13 +552,20 @@ class GroupCoordinator:
         return len(group.members) - 1 <= self.config.max_size
 
     def _upgrade(self, classic: Group, topics: TopicsSnapshot) -> bool:
-        """Turn a classic group with members into a consumer group in place (Kafka's convertToConsumerGroup);
-        members waiting in a rebalance are told to rejoin, which the consumer group then serves."""
+        """Start turning a classic group with members into a consumer group (Kafka's convertToConsumerGroup):
+        the consumer group is installed for the heartbeat to work on; the classic group is left as it is until
+        the records are committed (:meth:`_finish_upgrade`), and a failed append drops the consumer group."""
         try:
             group = to_consumer_group(classic, topics)
         except (ConsumerProtocolError, KeyError, IndexError) as exc:
             log.warning("cannot upgrade classic group %s to a consumer group: %s", classic.group_id, exc)
             return False
+        self.consumer_groups.groups[classic.group_id] = group
+        return True
+
+    def _finish_upgrade(self, classic: Group, group: ConsumerGroupState) -> None:
+        """The conversion is committed: members waiting in the classic rebalance are told to rejoin, which the
+        consumer group then serves; the classic group keeps only its committed offsets."""
         now = self._clock.now_ms()
         for member in classic.members.values():
             _resolve(member.join_waiter, _join_error(member.member_id, ErrorCode.rebalance_in_progress))
@@ -500,41 +574,42 @@ class GroupCoordinator:
         self._rebalance.pop(classic, None)
         self._sync_timer.pop(classic, None)
         classic.clear_members(now)
-        self.consumer_groups.groups[classic.group_id] = group
-        self._consumer_written[classic.group_id] = {}
-        self._migration_records[classic.group_id] = [(encode_key(GroupKey(classic.group_id)), None)]
         for consumer_member in group.members.values():
             self._arm_consumer_session(group, consumer_member, now)
         log.info("upgraded classic group %s (generation %d, %d members) to a consumer group",
                  classic.group_id, group.group_epoch, len(group.members))
-        return True
 
     async def _downgrade(self, group: ConsumerGroupState, leaving: str) -> ErrorCode:
         """The last consumer-protocol member leaves a group of classic members: it becomes a classic group at
         the group epoch, each member holding its target assignment, and rebalances (Kafka's
         convertToClassicGroup). The consumer group's records are tombstoned with the classic record after
-        them, in one batch."""
+        them, in one batch; memory changes only once that batch is committed. The caller holds the lock."""
         group_id = group.group_id
         members = to_classic_members(group, leaving)
-        del self.consumer_groups.groups[group_id]
-        written = self._consumer_written.pop(group_id, {})
-        self._migration_records.pop(group_id, None)
         now = self._clock.now_ms()
-        holder = self._groups.get(group_id)
-        if holder is None:
-            holder = self._groups[group_id] = Group(group_id, state_timestamp=now)
-        holder.adopt_members(group.group_epoch, members, now)
-        records: list[tuple[bytes, bytes | None]] = [(k, None) for k in written]
-        value = holder.to_value({m.member_id: m.assignment for m in members}, now)
+        scratch = Group(group_id)
+        scratch.adopt_members(group.group_epoch, members, now)
+        value = scratch.to_value({m.member_id: m.assignment for m in members}, now)
+        records: Records = [(k, None) for k in self._consumer_committed.get(group_id, {})]
         records.append((encode_key(GroupKey(group_id)), encode_group_value(value)))
-        for member in members:
-            self._schedule_heartbeat(holder, member, member.session_timeout_ms)
-        log.info("downgraded consumer group %s to a classic group (generation %d, %d members)",
-                 group_id, holder.generation_id, len(members))
-        self._prepare_rebalance(holder, f"Downgrade group {group_id} from consumer to classic.")
-        self._fire_due(now)
-        code = await self._runtime.append(self.partition_for(group_id), records)
-        return group_error(code)
+
+        def replay() -> None:
+            if self.consumer_groups.groups.get(group_id) is not group:
+                return
+            del self.consumer_groups.groups[group_id]
+            self._replay_consumer(group_id, records)
+            holder = self._groups.get(group_id)
+            if holder is None:
+                holder = self._groups[group_id] = Group(group_id, state_timestamp=now)
+            holder.adopt_members(group.group_epoch, members, now)
+            for member in members:
+                self._schedule_heartbeat(holder, member, member.session_timeout_ms)
+            log.info("downgraded consumer group %s to a classic group (generation %d, %d members)",
+                     group_id, holder.generation_id, len(members))
+            self._prepare_rebalance(holder, f"Downgrade group {group_id} from consumer to classic.")
+            self._fire_due(now)
+
+        return group_error(await self._runtime.write(self.partition_for(group_id), records, replay))
 
     def _arm_consumer_session(self, group: ConsumerGroupState, member: ConsumerMember, now: int) -> None:
         token = member.session_token = object()
@@ -666,9 +741,11 @@ class GroupCoordinator:
                 return
             del self._classic_deadlines[key]
             if self.consumer_groups.groups.get(group.group_id) is group and group.members.get(key[1]) is member:
-                log.info("consumer group %s: classic member %s did not send %s within its rebalance timeout",
-                         group.group_id, member.member_id, "JoinGroup" if kind == "join" else "SyncGroup")
-                self._fence_consumer_member(group, member.member_id)
+                self._fence_consumer_member(
+                    group, member.member_id, lambda: group.members.get(key[1]) is member,
+                    f"(classic) did not send {'JoinGroup' if kind == 'join' else 'SyncGroup'} within its rebalance "
+                    "timeout",
+                )
 
         self._schedule(self._clock.now_ms() + member.rebalance_timeout_ms, expire)
 
@@ -686,11 +763,13 @@ class GroupCoordinator:
         self._arm_classic_deadline(group, member, "join", only_if_absent=True)
         return ErrorCode.rebalance_in_progress
 
-    def _classic_leave_consumer(
+    async def _classic_leave_consumer(
         self, group: ConsumerGroupState, members: Sequence[tuple[str, str | None]]
-    ) -> list[ErrorCode]:
-        """Kafka's classicGroupLeaveToConsumerGroup: classic members leave; the group epoch moves."""
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Kafka's classicGroupLeaveToConsumerGroup: classic members leave; the group epoch moves. The caller
+        holds the group's lock; a failed append answers with its error and leaves the group as it was."""
         results = []
+        left = []
         self._refresh_topics()
         for member_id, instance_id in members:
             if instance_id is not None and member_id == UNKNOWN_MEMBER_ID:
@@ -703,27 +782,29 @@ class GroupCoordinator:
             if found is None:
                 results.append(error)
                 continue
-            log.info("consumer group %s: classic member %s left", group.group_id, found.member_id)
-            found.session_token = object()
-            self._classic_deadlines.pop((group.group_id, found.member_id), None)
             self.consumer_groups.remove_member(group, found.member_id, self._topics)
+            left.append(found.member_id)
             results.append(ErrorCode.none)
-        self._runtime.spawn(self._log_store_error(group))
-        return results
-
-    async def _log_store_error(self, group: ConsumerGroupState) -> None:
         code = await self._persist_consumer(group)
         if code is not ErrorCode.none:
-            log.warning("consumer group %s: storing its records failed: %s", group.group_id, code.name)
+            return code, []
+        for member_id in left:
+            log.info("consumer group %s: classic member %s left", group.group_id, member_id)
+            self._classic_deadlines.pop((group.group_id, member_id), None)
+        return ErrorCode.none, results
 
-    async def _drop_consumer_group(self, group: ConsumerGroupState) -> None:
-        """Forget an empty consumer group: tombstones for its records; its committed offsets stay."""
-        del self.consumer_groups.groups[group.group_id]
-        written = self._consumer_written.pop(group.group_id, {})
-        if written:
-            code = await self._runtime.append(self.partition_for(group.group_id), [(k, None) for k in written])
-            if code is not ErrorCode.none:
-                log.warning("consumer group %s: tombstones not stored: %s", group.group_id, code.name)
+    async def _drop_consumer_group(self, group: ConsumerGroupState) -> ErrorCode:
+        """Forget an empty consumer group once the tombstones of its records are committed; its committed
+        offsets stay. The caller holds the group's lock."""
+        group_id = group.group_id
+        records: Records = [(k, None) for k in self._consumer_committed.get(group_id, {})]
+
+        def replay() -> None:
+            if self.consumer_groups.groups.get(group_id) is group:
+                del self.consumer_groups.groups[group_id]
+                self._replay_consumer(group_id, records)
+
+        return group_error(await self._runtime.write(self.partition_for(group_id), records, replay))
 
     def consumer_group(self, group_id: str) -> tuple[ErrorCode, ConsumerGroupState | None]:
         """For ConsumerGroupDescribe: GROUP_ID_NOT_FOUND when no consumer group has that id here."""
@@ -756,15 +837,22 @@ class GroupCoordinator:
             return _join_error(member_id, error)
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
             return _join_error(member_id, ErrorCode.invalid_session_timeout)
-        consumer = self.consumer_groups.groups.get(group_id)
-        if consumer is not None:
-            if consumer.members:
-                return await self._classic_join_consumer(
-                    consumer, member_id, group_instance_id, require_known_member_id, client_id, client_host,
-                    rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                )
-            # An empty consumer-protocol group becomes a classic one (Kafka's downgrade of an empty group).
-            await self._drop_consumer_group(consumer)
+        if group_id in self.consumer_groups.groups:
+            async with self._consumer_lock(group_id):
+                consumer = self.consumer_groups.groups.get(group_id)
+                if consumer is not None and consumer.members:
+                    return await self._classic_join_consumer(
+                        consumer, member_id, group_instance_id, require_known_member_id, client_id, client_host,
+                        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                    )
+                if consumer is not None:
+                    # An empty consumer-protocol group becomes a classic one (Kafka's downgrade of an empty group).
+                    code = await self._drop_consumer_group(consumer)
+                    if code is not ErrorCode.none:
+                        return _join_error(member_id, code)
+            error = self._check(group_id)  # the partition may have moved while the lock was awaited
+            if error is not None:
+                return _join_error(member_id, error)
         protocols = [(name, bytes(metadata)) for name, metadata in protocols]
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self._groups.get(group_id)
@@ -1376,16 +1464,21 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def leave_group(
+    async def leave_group(
         self, group_id: str, members: Sequence[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """Remove members (by member id, or by group.instance.id for static members); one error per member."""
         error = self._check(group_id)
         if error is not None:
             return error, []
-        consumer = self.consumer_groups.groups.get(group_id)
-        if consumer is not None:
-            return ErrorCode.none, self._classic_leave_consumer(consumer, members)
+        if group_id in self.consumer_groups.groups:
+            async with self._consumer_lock(group_id):
+                consumer = self.consumer_groups.groups.get(group_id)
+                if consumer is not None:
+                    return await self._classic_leave_consumer(consumer, members)
+            error = self._check(group_id)
+            if error is not None:
+                return error, []
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id for _ in members]
@@ -1923,12 +2016,6 @@ def _control_is_commit(records: Sequence[Any]) -> bool:
         if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
             return bool(_CONTROL_KEY.unpack_from(record.key)[1] == CONTROL_COMMIT)
     return False
-
-
-def _names(raw_key: bytes, group_id: str) -> bool:
-    """Whether a consumer group record's key (versions 3-8: int16 version, then the group id) is ``group_id``'s."""
-    raw = group_id.encode()
-    return raw_key[2:4] == struct.pack(">h", len(raw)) and raw_key[4 : 4 + len(raw)] == raw
 
 
 def _is_offset_key(raw_key: bytes) -> bool:
