@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from odradek.broker.group import GroupConfig, GroupCoordinator, GroupState, JoinResult, OffsetCommit
+from odradek.broker.group.requests import JoinRequest
 from odradek.broker.group.schema import GroupKey, GroupValue, OffsetKey, OffsetValue
 from odradek.clock import ManualClock
 from odradek.errors import ErrorCode
@@ -60,7 +61,7 @@ class Harness:
         client_id: str = "client",
         require_known: bool = True,
     ) -> Coroutine[Any, Any, JoinResult]:
-        return self.coord.join_group(
+        return self.coord.join_group(JoinRequest(
             group,
             member_id,
             instance,
@@ -71,7 +72,7 @@ class Harness:
             session_timeout_ms=session,
             protocol_type=protocol_type,
             protocols=protocols,
-        )
+        ))
 
     async def complete(self, *tasks: asyncio.Task[JoinResult]) -> list[JoinResult]:
         """Let the initial rebalance delay pass (in clock steps) until every join is answered."""
@@ -673,7 +674,7 @@ async def test_static_rejoin_with_new_protocols_or_while_awaiting_sync_rebalance
 async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_reverts(h: Harness) -> None:
     (r,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([r])
-    rejoined = await h.coord.join_group(
+    rejoined = await h.coord.join_group(JoinRequest(
         "g",
         "",
         "i-1",
@@ -685,7 +686,7 @@ async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_revert
         protocol_type="consumer",
         protocols=[("range", b"meta")],
         supports_skip_assignment=True,
-    )
+    ))
     assert rejoined.skip_assignment and rejoined.leader_id == rejoined.member_id
     assert [m[0] for m in rejoined.members] == [rejoined.member_id]
     h.log.fail_with = E.not_leader_or_follower

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from odradek.broker.group import GroupConfig, GroupCoordinator, GroupState, JoinResult, OffsetCommit
 from odradek.broker.group.consumer_group import HeartbeatRequest
+from odradek.broker.group.requests import JoinRequest
 from odradek.clock import ManualClock
 from odradek.errors import ErrorCode
 from odradek.protocol.records import encode_batch
@@ -132,11 +133,11 @@ class Run:
         if kind == "join":
             c = self.classic[op[1]]
             if c.join is None or c.join.done():
-                c.join = asyncio.ensure_future(coord.join_group(
+                c.join = asyncio.ensure_future(coord.join_group(JoinRequest(
                     "g", c.member_id, None, require_known_member_id=False, client_id=f"c{op[1]}",
                     client_host="/h", rebalance_timeout_ms=10_000, session_timeout_ms=10_000,
                     protocol_type="consumer", protocols=[("range", b"meta")],
-                ))
+                )))
         elif kind == "sync":
             member_id, generation = self.generation(self.classic[op[1]])
             if generation >= 0:

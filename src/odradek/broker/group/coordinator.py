@@ -17,6 +17,7 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import struct
@@ -50,6 +51,7 @@ from odradek.broker.group.consumer_records import KEY_VERSIONS, group_id_of, gro
 from odradek.broker.group.metadata import Group, GroupState, Member, PendingTxnOffset, Protocols
 from odradek.broker.group.migration import MigrationPolicy, can_upgrade, to_classic_members, to_consumer_group
 from odradek.broker.group.offsets_log import OffsetsLog
+from odradek.broker.group.requests import JoinRequest
 from odradek.broker.group.results import (
     GroupOverview,
     GroupSummary,
@@ -638,22 +640,12 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id, None
         return ErrorCode.none, member
 
-    async def _classic_join_consumer(
-        self,
-        group: ConsumerGroupState,
-        member_id: str,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-    ) -> JoinResult:
+    async def _classic_join_consumer(self, group: ConsumerGroupState, req: JoinRequest) -> JoinResult:
         """A classic member's JoinGroup served by a consumer group (Kafka's classicGroupJoinToConsumerGroup):
-        answered at once with the member epoch as generation; the member is its own leader of nothing."""
-        if protocol_type != PROTOCOL_TYPE or not protocols:
+        answered at once with the member epoch as generation; the member is its own leader of nothing. The
+        caller holds the group's lock."""
+        member_id, group_instance_id, protocols = req.member_id, req.group_instance_id, req.protocols
+        if req.protocol_type != PROTOCOL_TYPE or not protocols:
             return _join_error(member_id, ErrorCode.inconsistent_group_protocol)
         try:
             subscription = decode_subscription(protocols[0][1])
@@ -662,8 +654,8 @@ class GroupCoordinator:
         if member_id not in group.members and len(group.members) >= self.config.max_size:
             return _join_error(member_id, ErrorCode.group_max_size_reached)
         if member_id == UNKNOWN_MEMBER_ID:
-            member_id = Group.generate_member_id(client_id, group_instance_id)
-            if require_known_member_id:
+            member_id = Group.generate_member_id(req.client_id, group_instance_id)
+            if req.require_known_member_id:
                 return _join_error(member_id, ErrorCode.member_id_required)
         elif member_id in group.members and group.members[member_id].classic is None:
             return _join_error(member_id, ErrorCode.unknown_member_id)
@@ -675,9 +667,9 @@ class GroupCoordinator:
         # member (a consumer group keeps no pending members).
         self._refresh_topics()
         member = self.consumer_groups.classic_join(
-            group, member_id, group_instance_id, rebalance_timeout_ms,
-            ClassicMetadata(session_timeout_ms, [(n, bytes(m)) for n, m in protocols]),
-            subscription, self._topics, client_id, client_host,
+            group, member_id, group_instance_id, req.rebalance_timeout_ms,
+            ClassicMetadata(req.session_timeout_ms, [(n, bytes(m)) for n, m in protocols]),
+            subscription, self._topics, req.client_id, req.client_host,
         )
         code = await self._persist_consumer(group)
         if code is not ErrorCode.none:
@@ -816,35 +808,19 @@ class GroupCoordinator:
 
     # --- JoinGroup ------------------------------------------------------------------------------------------
 
-    async def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        *,
-        require_known_member_id: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        supports_skip_assignment: bool = False,
-    ) -> JoinResult:
+    async def join_group(self, req: JoinRequest) -> JoinResult:
         """Answer a JoinGroup once the rebalance it joins completes (or at once with an error)."""
+        group_id, member_id = req.group_id, req.member_id
         error = self._check(group_id)
         if error is not None:
             return _join_error(member_id, error)
-        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             return _join_error(member_id, ErrorCode.invalid_session_timeout)
         if group_id in self.consumer_groups.groups:
             async with self._consumer_lock(group_id):
                 consumer = self.consumer_groups.groups.get(group_id)
                 if consumer is not None and consumer.members:
-                    return await self._classic_join_consumer(
-                        consumer, member_id, group_instance_id, require_known_member_id, client_id, client_host,
-                        rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                    )
+                    return await self._classic_join_consumer(consumer, req)
                 if consumer is not None:
                     # An empty consumer-protocol group becomes a classic one (Kafka's downgrade of an empty group).
                     code = await self._drop_consumer_group(consumer)
@@ -853,7 +829,7 @@ class GroupCoordinator:
             error = self._check(group_id)  # the partition may have moved while the lock was awaited
             if error is not None:
                 return _join_error(member_id, error)
-        protocols = [(name, bytes(metadata)) for name, metadata in protocols]
+        req = dataclasses.replace(req, protocols=[(name, bytes(metadata)) for name, metadata in req.protocols])
         unknown = member_id == UNKNOWN_MEMBER_ID
         group = self._groups.get(group_id)
         if group is None:
@@ -870,121 +846,43 @@ class GroupCoordinator:
                 self._remove_member_and_update_group(group, existing, "group is over group.max.size")
             _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.group_max_size_reached))
         elif unknown:
-            self._join_unknown_member(
-                group,
-                group_instance_id,
-                require_known_member_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                supports_skip_assignment,
-                waiter,
-            )
+            self._join_unknown_member(group, req, waiter)
         else:
-            self._join_known_member(
-                group,
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                waiter,
-            )
+            self._join_known_member(group, req, waiter)
         if group.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(group)
         self._fire_due(self._clock.now_ms())
         return await asyncio.shield(waiter)
 
-    def _join_unknown_member(
-        self,
-        group: Group,
-        instance_id: str | None,
-        require_known_member_id: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        supports_skip_assignment: bool,
-        waiter: asyncio.Future[JoinResult],
-    ) -> None:
+    def _join_unknown_member(self, group: Group, req: JoinRequest, waiter: asyncio.Future[JoinResult]) -> None:
         if group.state is GroupState.DEAD:
             _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.coordinator_not_available))
             return
-        if not group.supports_protocols(protocol_type, protocols):
+        if not group.supports_protocols(req.protocol_type, req.protocols):
             _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, ErrorCode.inconsistent_group_protocol))
             return
-        new_member_id = Group.generate_member_id(client_id, instance_id)
+        instance_id = req.group_instance_id
+        new_member_id = Group.generate_member_id(req.client_id, instance_id)
         old_member_id = group.static_member_id(instance_id)
         if instance_id is not None and old_member_id is not None:
-            self._rejoin_static_member(
-                group,
-                instance_id,
-                old_member_id,
-                new_member_id,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocols,
-                supports_skip_assignment,
-                waiter,
-            )
-        elif require_known_member_id and instance_id is None:
+            self._rejoin_static_member(group, req, instance_id, old_member_id, new_member_id, waiter)
+        elif req.require_known_member_id and instance_id is None:
             # KIP-394: hand out the id first, so a client that times out retries with it instead of adding a
             # ghost.
             group.pending_members.add(new_member_id)
-            self._schedule_pending_member_expiry(group, new_member_id, session_timeout_ms)
+            self._schedule_pending_member_expiry(group, new_member_id, req.session_timeout_ms)
             _resolve(waiter, _join_error(new_member_id, ErrorCode.member_id_required))
         else:
-            self._add_member_and_rebalance(
-                group,
-                new_member_id,
-                instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                waiter,
-            )
+            self._add_member_and_rebalance(group, new_member_id, req, waiter)
 
-    def _join_known_member(
-        self,
-        group: Group,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        waiter: asyncio.Future[JoinResult],
-    ) -> None:
+    def _join_known_member(self, group: Group, req: JoinRequest, waiter: asyncio.Future[JoinResult]) -> None:
+        member_id, instance_id, protocols = req.member_id, req.group_instance_id, req.protocols
         if group.state is GroupState.DEAD:
             _resolve(waiter, _join_error(member_id, ErrorCode.coordinator_not_available))
-        elif not group.supports_protocols(protocol_type, protocols):
+        elif not group.supports_protocols(req.protocol_type, protocols):
             _resolve(waiter, _join_error(member_id, ErrorCode.inconsistent_group_protocol))
         elif member_id in group.pending_members:
-            self._add_member_and_rebalance(
-                group,
-                member_id,
-                instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                waiter,
-            )
+            self._add_member_and_rebalance(group, member_id, req, waiter)
         elif group.is_static_member_fenced(member_id, instance_id):
             _resolve(waiter, _join_error(member_id, ErrorCode.fenced_instance_id))
         elif not group.has(member_id) or (instance_id is not None and group.static_member_id(instance_id) is None):
@@ -993,23 +891,17 @@ class GroupCoordinator:
             member = group.members[member_id]
             state = group.state
             if state is GroupState.PREPARING_REBALANCE:
-                self._update_member_and_rebalance(
-                    group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter
-                )
+                self._update_member_and_rebalance(group, member, req, waiter)
             elif state is GroupState.COMPLETING_REBALANCE:
                 if member.matches(protocols):
                     # A retry of a JoinGroup whose answer was lost: repeat this generation's answer.
                     _resolve(waiter, self._join_result(group, member))
                 else:
-                    self._update_member_and_rebalance(
-                        group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter
-                    )
+                    self._update_member_and_rebalance(group, member, req, waiter)
             elif state is GroupState.STABLE:
                 if group.is_leader(member_id) or not member.matches(protocols):
                     # The leader rejoining is how a consumer asks for a rebalance (e.g. new topics matched).
-                    self._update_member_and_rebalance(
-                        group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter
-                    )
+                    self._update_member_and_rebalance(group, member, req, waiter)
                 else:
                     _resolve(waiter, self._join_result(group, member, include_members=False))
             else:
@@ -1018,13 +910,10 @@ class GroupCoordinator:
     def _rejoin_static_member(
         self,
         group: Group,
+        req: JoinRequest,
         instance_id: str,
         old_member_id: str,
         new_member_id: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocols: Protocols,
-        supports_skip_assignment: bool,
         waiter: asyncio.Future[JoinResult],
     ) -> None:
         """A static member came back without its member id: it takes its old place, fencing the old id."""
@@ -1037,8 +926,8 @@ class GroupCoordinator:
         current_leader = group.leader_id or ""
         was_leader = group.is_leader(old_member_id)
         group.replace_static_member(instance_id, old_member_id, new_member_id)
-        self._schedule_heartbeat(group, member, session_timeout_ms)
-        self._update_member(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+        self._schedule_heartbeat(group, member, req.session_timeout_ms)
+        self._update_member(group, member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter)
         log.info(
             "static member %s of group %s rejoined as %s (was %s)",
             instance_id,
@@ -1066,7 +955,7 @@ class GroupCoordinator:
                     self._update_member(group, member, old_protocols, *old_timeouts, None)
                     _resolve(waiter, _join_error(UNKNOWN_MEMBER_ID, error))
                     return
-                skip = supports_skip_assignment and was_leader
+                skip = req.supports_skip_assignment and was_leader
                 result = JoinResult(
                     error=ErrorCode.none,
                     member_id=new_member_id,
@@ -1086,27 +975,17 @@ class GroupCoordinator:
         # PreparingRebalance: the member now simply awaits the join like everyone else.
 
     def _add_member_and_rebalance(
-        self,
-        group: Group,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        waiter: asyncio.Future[JoinResult],
+        self, group: Group, member_id: str, req: JoinRequest, waiter: asyncio.Future[JoinResult]
     ) -> None:
         member = Member(
             member_id=member_id,
-            group_instance_id=instance_id,
-            client_id=client_id,
-            client_host=client_host,
-            rebalance_timeout_ms=rebalance_timeout_ms,
-            session_timeout_ms=session_timeout_ms,
-            protocol_type=protocol_type,
-            protocols=[(name, bytes(metadata)) for name, metadata in protocols],
+            group_instance_id=req.group_instance_id,
+            client_id=req.client_id,
+            client_host=req.client_host,
+            rebalance_timeout_ms=req.rebalance_timeout_ms,
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=[(name, bytes(metadata)) for name, metadata in req.protocols],
             is_new=True,
             join_waiter=waiter,
         )
@@ -1135,15 +1014,9 @@ class GroupCoordinator:
         member.join_waiter = waiter
 
     def _update_member_and_rebalance(
-        self,
-        group: Group,
-        member: Member,
-        protocols: Protocols,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        waiter: asyncio.Future[JoinResult],
+        self, group: Group, member: Member, req: JoinRequest, waiter: asyncio.Future[JoinResult]
     ) -> None:
-        self._update_member(group, member, protocols, rebalance_timeout_ms, session_timeout_ms, waiter)
+        self._update_member(group, member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _join_result(self, group: Group, member: Member, *, include_members: bool = True) -> JoinResult:
