@@ -108,7 +108,7 @@ class Harness:
         return [lead, *[await f for f in followers]]
 
     def group(self, group_id: str = "g") -> Any:
-        return self.coord._groups.get(group_id)
+        return self.coord.ctx.groups.get(group_id)
 
 
 async def settle() -> None:
@@ -600,7 +600,7 @@ def test_offsets_expire_after_retention() -> None:
         assert h.coord.fetch_offsets("solo", [("t", 0)])[1][("t", 0)] is not None
         await h.advance(30_000)
         await h.advance(30_000)
-        assert h.coord._groups.get("solo") is None  # standalone: a retention period after its commit
+        assert h.coord.ctx.groups.get("solo") is None  # standalone: a retention period after its commit
         assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None  # members keep theirs
         await h.coord.leave_group("g", [(r.member_id, None)])
         await settle()
@@ -738,11 +738,11 @@ async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
 @scenario
 async def test_frequent_heartbeats_keep_one_timer_per_member(h: Harness) -> None:
     (r,) = await h.stable_group(1)
-    timers = len(h.coord._timers)
+    timers = len(h.coord.ctx.timers)
     for _ in range(1_000):
         await h.advance(10)
         assert h.coord.heartbeat("g", 1, r.member_id, None) is E.none
-    assert len(h.coord._timers) <= timers + 1
+    assert len(h.coord.ctx.timers) <= timers + 1
     await h.advance(SESSION)
     assert not h.group().has(r.member_id)
 

@@ -59,13 +59,13 @@ async def test_failed_sync_stores_nothing_and_the_next_generation_is_stored(h: H
     group = h.group()
     # Kafka's classic rule: a failed store resets the assignment and rebalances; nothing of generation 2 stays.
     assert group.state is GroupState.PREPARING_REBALANCE and group.members[a.member_id].assignment == b""
-    loaded = (await reloaded(h))._groups["g"]
+    loaded = (await reloaded(h)).ctx.groups["g"]
     assert loaded.generation_id == 1 and loaded.members[a.member_id].assignment == a.member_id.encode()
     h.log.fail_with = None
     (third,) = await h.complete(h.join(a.member_id))
     sync = await h.coord.sync_group("g", third.generation_id, a.member_id, None, assignments={a.member_id: b"new"})
     assert sync.error is E.none and sync.assignment == b"new"
-    loaded = (await reloaded(h))._groups["g"]
+    loaded = (await reloaded(h)).ctx.groups["g"]
     assert (loaded.generation_id, loaded.members[a.member_id].assignment) == (third.generation_id, b"new")
 
 
@@ -80,7 +80,7 @@ async def test_failed_offset_commit_changes_nothing(h: Harness) -> None:
     # A standalone committer's group does not come into being from a commit that was never stored.
     solo = await h.coord.commit_offsets("solo", "", None, -1, {("t", 1): OffsetCommit(3)})
     assert solo == {("t", 1): E.not_coordinator}
-    assert "solo" not in h.coord._groups
+    assert "solo" not in h.coord.ctx.groups
     assert h.coord.fetch_offsets("g", None)[1][("t", 0)].offset == 5
     assert h.coord.unstable_offsets("g", [("t", 0)]) == set()
     h.log.fail_with = None
@@ -100,12 +100,12 @@ async def test_failed_offset_deletes_and_group_deletes_keep_everything(h: Harnes
     assert error is E.coordinator_not_available
     assert await h.coord.delete_groups(["solo"]) == {"solo": E.coordinator_not_available}
     assert set(h.coord.fetch_offsets("solo", None)[1]) == {("t", 0), ("t", 1)}
-    assert h.coord._groups["solo"].state is GroupState.EMPTY
+    assert h.coord.ctx.groups["solo"].state is GroupState.EMPTY
     h.log.fail_with = None
     assert (await h.coord.delete_offsets("solo", [("t", 0)]))[0] is E.none
     assert set((await reloaded(h)).fetch_offsets("solo", None)[1]) == {("t", 1)}
     assert await h.coord.delete_groups(["solo"]) == {"solo": E.none}
-    assert "solo" not in (await reloaded(h))._groups
+    assert "solo" not in (await reloaded(h)).ctx.groups
 
 
 @scenario
@@ -116,7 +116,7 @@ async def test_failed_txn_offset_commit_keeps_the_pending_offsets(h: Harness) ->
     h.log.fail_with = E.not_enough_replicas
     failed = await h.coord.commit_txn_offsets("g", pid, epoch, "", None, -1, {("t", 0): OffsetCommit(20)})
     assert failed == {("t", 0): E.coordinator_not_available}
-    pending = h.coord._groups["g"].pending_txn_offsets[pid][("t", 0)]
+    pending = h.coord.ctx.groups["g"].pending_txn_offsets[pid][("t", 0)]
     assert pending.value.offset == 10
     h.log.fail_with = None
     await h.log.append(0, marker(pid, True))
@@ -125,7 +125,7 @@ async def test_failed_txn_offset_commit_keeps_the_pending_offsets(h: Harness) ->
     second = await h.coord.commit_txn_offsets("g", pid, epoch, "", None, -1, {("t", 0): OffsetCommit(30)})
     assert second == {("t", 0): E.none}
     other = await reloaded(h)
-    assert other._groups["g"].pending_txn_offsets[pid][("t", 0)].value.offset == 30
+    assert other.ctx.groups["g"].pending_txn_offsets[pid][("t", 0)].value.offset == 30
     assert other.fetch_offsets("g", None) == h.coord.fetch_offsets("g", None)
 
 
@@ -149,7 +149,7 @@ async def test_failed_consumer_heartbeat_reverts_the_group_and_the_next_one_writ
     assert b.error is E.none and b.member_epoch == 2
     other = await reloaded(h)
     assert consumer_view(other.consumer_groups.groups["c"]) == consumer_view(h.coord.consumer_groups.groups["c"])
-    assert other._consumer_committed == h.coord._consumer_committed
+    assert other.ctx.consumer_committed == h.coord.ctx.consumer_committed
 
 
 @scenario
@@ -196,7 +196,7 @@ async def test_failed_upgrade_leaves_the_classic_group_and_the_next_one_converts
     assert not h.group().members and "g" in h.coord.consumer_groups.groups
     other = await reloaded(h)
     assert consumer_view(other.consumer_groups.groups["g"]) == consumer_view(h.coord.consumer_groups.groups["g"])
-    assert not other._groups["g"].members
+    assert not other.ctx.groups["g"].members
 
 
 def test_background_tombstones_that_fail_leave_the_offsets() -> None:
@@ -211,10 +211,10 @@ def test_background_tombstones_that_fail_leave_the_offsets() -> None:
         assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
         h.log.fail_with = None
         await h.advance(1_000)
-        assert "solo" not in h.coord._groups
+        assert "solo" not in h.coord.ctx.groups
         keys = [k for k, v in h.log.records(0) if v is None]
         assert OffsetKey("solo", "t", 0) in keys and GroupKey("solo") in keys
-        assert "solo" not in (await reloaded(h))._groups
+        assert "solo" not in (await reloaded(h)).ctx.groups
 
     asyncio.run(main())
 

@@ -163,7 +163,7 @@ def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() ->
             HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
         )
         assert new.error is E.none and new.member_epoch == 2
-        assert "g" in coord.consumer_groups.groups and not coord._groups["g"].members
+        assert "g" in coord.consumer_groups.groups and not coord.ctx.groups["g"].members
         # The classic member learns through its heartbeat and rejoins. As Kafka's reconciliation does, its first
         # join only revokes (it stays at epoch 1 keeping half); the next one, owning nothing, moves it to epoch 2.
         assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
@@ -184,7 +184,7 @@ def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() ->
         await other.load_partition(0)
         reloaded = other.consumer_groups.groups["g"]
         assert reloaded.members[c1].classic is not None and reloaded.members[c1].assigned == {TOPIC: got}
-        assert not other._groups["g"].members
+        assert not other.ctx.groups["g"].members
 
         # The consumer member's subscription changes, the classic member is told to rejoin but stays silent:
         # after its rebalance timeout it is removed (its heartbeats alone do not keep it in).
@@ -225,7 +225,7 @@ def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
         left = await coord.consumer_heartbeat(HeartbeatRequest("g", "m", LEAVE_EPOCH), TOPICS)
         assert left.error is E.none
         assert "g" not in coord.consumer_groups.groups
-        classic = coord._groups["g"]
+        classic = coord.ctx.groups["g"]
         assert list(classic.members) == [joined.member_id]
         assert classic.state is GroupState.PREPARING_REBALANCE and classic.generation_id == 2
         # The classic member finds the rebalance on its next heartbeat and completes it alone.
@@ -240,7 +240,7 @@ def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
         other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
         await other.load_partition(0)
         assert "g" not in other.consumer_groups.groups
-        assert list(other._groups["g"].members) == [joined.member_id]
+        assert list(other.ctx.groups["g"].members) == [joined.member_id]
 
     asyncio.run(main())
 
@@ -282,6 +282,6 @@ def test_invalid_heartbeat_or_disabled_policy_leaves_the_classic_group_alone() -
                 TOPICS,
             )
             assert result.error is expected
-            assert "g" not in coord.consumer_groups.groups and list(coord._groups["g"].members) == [joined.member_id]
+            assert "g" not in coord.consumer_groups.groups and list(coord.ctx.groups["g"].members) == [joined.member_id]
 
     asyncio.run(main())

@@ -79,10 +79,10 @@ class Consumer:
 
 def state(coord: GroupCoordinator) -> dict[str, Any]:
     """What the log holds of ``coord``'s memory (see the module docstring)."""
-    offsets = {g: dict(group.offsets) for g, group in coord._groups.items() if group.offsets}
+    offsets = {g: dict(group.offsets) for g, group in coord.ctx.groups.items() if group.offsets}
     pending = {
         (g, pid): {tp: entry.value for tp, entry in by_tp.items()}
-        for g, group in coord._groups.items() for pid, by_tp in group.pending_txn_offsets.items()
+        for g, group in coord.ctx.groups.items() for pid, by_tp in group.pending_txn_offsets.items()
     }
     consumer = {
         g: (group.group_epoch, group.assignment_epoch, group.target, {
@@ -92,7 +92,7 @@ def state(coord: GroupCoordinator) -> dict[str, Any]:
         for g, group in coord.consumer_groups.groups.items()
     }
     return copy.deepcopy({
-        "offsets": offsets, "pending": pending, "consumer": consumer, "committed": coord._consumer_committed,
+        "offsets": offsets, "pending": pending, "consumer": consumer, "committed": coord.ctx.consumer_committed,
     })
 
 
@@ -100,7 +100,7 @@ def stable_classic(coord: GroupCoordinator) -> dict[str, Any]:
     return {
         g: (group.generation_id, group.leader_id, group.protocol_name,
             {m.member_id: m.assignment for m in group.members.values()})
-        for g, group in coord._groups.items()
+        for g, group in coord.ctx.groups.items()
         if group.state is GroupState.STABLE and g not in coord.consumer_groups.groups
     }
 
