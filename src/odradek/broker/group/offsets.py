@@ -111,7 +111,23 @@ class OffsetManager:
     async def _store_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, OffsetCommit]
     ) -> dict[TopicPartition, ErrorCode]:
-        """Append the accepted commits; once committed, :meth:`_replay_offset` makes them visible."""
+        """Append the accepted commits; once committed, :meth:`replay_offset` makes them visible."""
+
+        def apply(tp: TopicPartition, value: OffsetValue, order: int) -> None:
+            self.replay_offset(group_id, tp, value, order)
+
+        return await self._write_offsets(group_id, offsets, apply)
+
+    async def _write_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetCommit],
+        apply: Callable[[TopicPartition, OffsetValue, int], None],
+        producer: tuple[int, int] | None = None,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Write the commits of ``group_id`` that pass :meth:`_offset_values` and, once committed, ``apply`` each
+        (partition, value, log order). While they are appending the partitions count as unstable (OffsetFetch
+        with require_stable) and the group's offsets do not expire."""
         accepted, results = self._offset_values(offsets)
         if not accepted:
             return results
@@ -119,21 +135,8 @@ class OffsetManager:
 
         def replay() -> None:
             for tp, value in accepted.items():
-                self.replay_offset(group_id, tp, value, order)
+                apply(tp, value, order)
 
-        code = await self._write_offsets(group_id, accepted, replay)
-        results.update(dict.fromkeys(accepted, code))
-        return results
-
-    async def _write_offsets(
-        self,
-        group_id: str,
-        accepted: Mapping[TopicPartition, OffsetValue],
-        replay: Callable[[], None],
-        producer: tuple[int, int] | None = None,
-    ) -> ErrorCode:
-        """Write commits of ``group_id``: while they are appending the partitions count as unstable (OffsetFetch
-        with require_stable) and the group's offsets do not expire."""
         in_flight = self._in_flight.setdefault(group_id, Counter())
         in_flight.update(accepted.keys())
         try:
@@ -145,7 +148,8 @@ class OffsetManager:
             in_flight += Counter()  # drop the zeros
             if not in_flight and self._in_flight.get(group_id) is in_flight:
                 del self._in_flight[group_id]
-        return offset_error(code)
+        results.update(dict.fromkeys(accepted, offset_error(code)))
+        return results
 
     def replay_offset(self, group_id: str, tp: TopicPartition, value: OffsetValue | None, order: int) -> None:
         """Apply one OffsetCommit record (a tombstone when ``value`` is None): the one path by which committed
@@ -185,7 +189,7 @@ class OffsetManager:
         offsets: Mapping[TopicPartition, OffsetCommit],
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: append the offsets as the producer's transactional batch; they stay pending until
-        the transaction's marker reaches this partition (:meth:`complete_transaction`).
+        the transaction's marker reaches this partition (:meth:`complete`).
 
         Kafka's validateOffsetCommit with isTransactional: membership is checked only when the request names a
         member, generation or instance (v3+, KIP-447); a request without them (v0-v2, or a producer that does
@@ -209,18 +213,11 @@ class OffsetManager:
                 return all_(ErrorCode.unknown_member_id)
             if generation_id != group.generation_id:
                 return all_(ErrorCode.illegal_generation)
-        accepted, results = self._offset_values(offsets)
-        if not accepted:
-            return results
-        order = next(self.ctx.order)
 
-        def replay() -> None:
-            for tp, value in accepted.items():
-                self.replay_txn_offset(group_id, producer_id, tp, value, order)
+        def apply(tp: TopicPartition, value: OffsetValue, order: int) -> None:
+            self.replay_txn_offset(group_id, producer_id, tp, value, order)
 
-        code = await self._write_offsets(group_id, accepted, replay, producer=(producer_id, producer_epoch))
-        results.update(dict.fromkeys(accepted, code))
-        return results
+        return await self._write_offsets(group_id, offsets, apply, producer=(producer_id, producer_epoch))
 
     def complete(self, offsets_partition: int, producer_id: int, commit: bool) -> None:
         group_ids = self.producer_groups.get(producer_id, set())
