@@ -100,6 +100,9 @@ class ConsumerGroups:
         if error is not None:
             return HeartbeatResult(error)
         async with self._consumer_lock(req.group_id):
+            error = self.ctx.check(req.group_id)  # the partition may have moved while the lock was awaited
+            if error is not None:
+                return HeartbeatResult(error)
             return await self._consumer_heartbeat(req, topics)
 
     async def _consumer_heartbeat(self, req: HeartbeatRequest, topics: TopicsSnapshot) -> HeartbeatResult:
