@@ -48,7 +48,7 @@ class BrokerProcess:
         cmd = [
             sys.executable, "-m", "odradek", "up",
             "--port", str(self.port), "--data-dir", str(self.data_dir), "--ready-file", str(ready),
-            *self.extra_args,
+            "--schema-registry-port", "none", *self.extra_args,
         ]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         env = dict(os.environ, PYTHONUNBUFFERED="1")

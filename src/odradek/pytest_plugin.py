@@ -1,7 +1,8 @@
 """The pytest plugin installed with odradek (entry point ``pytest11``): a real Kafka-compatible cluster per test.
 
 Two fixtures, both :class:`odradek.testing.ThreadedCluster` objects (``bootstrap_servers``, ``kill(id)``,
-``restart(id)``, ``stop(id)``, ``pause(id)``, ``resume(id)``, ``isolate(id)``, ``heal(id)``, ``controller_id()``):
+``restart(id)``, ``stop(id)``, ``pause(id)``, ``resume(id)``, ``isolate(id)``, ``heal(id)``, ``controller_id()``,
+and ``schema_registry_url``: a schema registry on the cluster, started the first time a test reads it):
 
 - ``odradek_cluster``: a fresh cluster for each test (function scope), shaped by the test's
   ``@pytest.mark.odradek(brokers=N, racks=[...], overrides={...})`` marker (three brokers without one). A test

@@ -13,29 +13,37 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
 from odradek.cluster import LocalCluster
 from odradek.migration import refuse_for_zookeeper
 
+if TYPE_CHECKING:
+    from odradek.schema_registry.service import SchemaRegistry
+
 log = logging.getLogger(__name__)
 
 
 async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zookeeper: str,
-                               metrics_port: int | None = None) -> None:
+                               metrics_port: int | None = None, schema_registry_port: int | None = None) -> None:
     from odradek.coordination import ZooKeeperBackend
 
     refuse_for_zookeeper(Path(config.data_dir))
     broker = Broker(config, ZooKeeperBackend(zookeeper), metrics_port=metrics_port)
     await broker.start()
+    registry = await _start_registry(f"{broker.host}:{broker.port}", broker.host, schema_registry_port, broker.stop)
 
     async def stop_all() -> None:
+        if registry is not None:
+            await registry.stop()
         if not broker.halted.is_set():
             await broker.stop()
 
     line = f"bootstrap.servers={broker.host}:{broker.port}"
+    if registry is not None:
+        line += f" schema.registry.url={registry.url}"
     if broker.metrics_port is not None:
         line += f" metrics=http://{broker.host}:{broker.metrics_port}/metrics"
     per_listener = []
@@ -44,16 +52,53 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await _serve(line, ready_file, stop_all, broker.halted, per_listener)
 
 
-async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
+async def _start_registry(bootstrap: str, host: str, port: int | None,
+                          stop_brokers: Callable[[], Awaitable[None]]) -> SchemaRegistry | None:
+    """The schema registry beside the brokers (None when ``port`` is None); on failure the brokers are stopped and
+    the failure is one clear message."""
+    if port is None:
+        return None
+    from odradek.schema_registry.service import SchemaRegistry
+
+    registry = SchemaRegistry(bootstrap, host=host, port=port)
+    try:
+        await registry.start()
+    except Exception as exc:
+        await registry.stop()
+        await stop_brokers()
+        raise RegistryStartFailed(f"cannot serve the schema registry on {host}:{port}: {exc}") from exc
+    return registry
+
+
+class RegistryStartFailed(RuntimeError):
+    """The schema registry could not start (its port taken, the cluster unreachable)."""
+
+
+async def run_cluster(cluster: LocalCluster, ready_file: Path | None, schema_registry_port: int | None = None) -> None:
     await cluster.start()
+    registry = await _start_registry(cluster.bootstrap, cluster.host, schema_registry_port, cluster.stop)
+
+    async def stop_all() -> None:
+        if registry is not None:
+            await registry.stop()
+        await cluster.stop()
+
     line = f"bootstrap.servers={cluster.bootstrap}"
+    if registry is not None:
+        # after the bootstrap servers, one line still, as the metrics endpoints
+        line += f" schema.registry.url={registry.url}"
     if cluster.metrics_ports is not None:
         # one line still: the metrics endpoints follow the bootstrap list after a space
         line += f" metrics={cluster.metrics_endpoints}"
     per_listener = []
     if cluster.overrides.get("listeners"):
         per_listener = [f"bootstrap.servers.{name}={cluster.bootstrap_on(name)}" for name in cluster.listener_names]
-    await _serve(line, ready_file, cluster.stop, per_listener=per_listener)
+    await _serve(line, ready_file, stop_all, per_listener=per_listener)
+
+
+async def serve_until_signal(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]]) -> None:
+    """Announce ``line`` (stdout and the ready file) and run until SIGINT or SIGTERM, then ``shutdown``."""
+    await _serve(line, ready_file, shutdown)
 
 
 async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]],

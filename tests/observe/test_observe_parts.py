@@ -118,7 +118,8 @@ def test_odradek_up_prints_each_brokers_metrics_endpoint_on_its_ready_line(tmp_p
     env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
         [sys.executable, "-m", "odradek", "up", "--brokers", "2", "--port", "0", "--metrics-port", "0",
-         "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready), "--log-level", "WARNING"],
+         "--schema-registry-port", "none", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready),
+         "--log-level", "WARNING"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         line = str(wait_for(lambda: ready.exists() and ready.read_text().strip().splitlines()[0],

@@ -80,14 +80,10 @@ class Api:
 
     # ---- forwarding
 
-    async def _forward(self, request: web.Request) -> web.StreamResponse:
-        election = self.registry.election
-        if election is None:
-            raise errors.RegistryError(500, errors.UNKNOWN_LEADER, "Unknown leader: the election has not started")
+    async def _forward(self, request: web.Request, target: str) -> web.StreamResponse:
         if request.headers.get(FORWARDED):
             raise errors.RegistryError(500, errors.REQUEST_FORWARDING_FAILED,
                                        "Error while forwarding the request: this instance is not the primary")
-        target = await self._primary_url()
         body = await request.read()
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.registry.timeout_s))
@@ -119,9 +115,19 @@ class Api:
                 pass
 
     async def _write(self, request: web.Request, decide: Callable[[], Awaitable[Decision]]) -> web.StreamResponse:
+        """Decide and write here on the primary; elsewhere forward to it. The group may have assigned us the
+        partition before our callback ran: then we wait for it rather than forward to ourselves."""
         election = self.registry.election
-        if election is None or not election.is_primary:
-            return await self._forward(request)
+        if election is None:
+            raise errors.RegistryError(500, errors.UNKNOWN_LEADER, "Unknown leader: the election has not started")
+        if not election.is_primary:
+            target = await self._primary_url()
+            if target != self.registry.url:
+                return await self._forward(request, target)
+            try:
+                await asyncio.wait_for(election.primary.wait(), self.registry.timeout_s)
+            except TimeoutError:
+                raise errors.RegistryError(500, errors.UNKNOWN_LEADER, "Unknown leader: no primary elected") from None
         return reply(await self.registry.write(decide))
 
     async def close(self) -> None:
