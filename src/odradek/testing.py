@@ -70,8 +70,10 @@ class ThreadedCluster:
         if self._registry is None:
             from odradek.schema_registry.service import SchemaRegistry
 
+            bootstrap = self.bootstrap_servers  # read here: on the loop, run() would wait for the loop itself
+
             async def start() -> SchemaRegistry:
-                registry = SchemaRegistry(self.bootstrap_servers)
+                registry = SchemaRegistry(bootstrap)
                 await registry.start()
                 return registry
 
