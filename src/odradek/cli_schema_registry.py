@@ -63,7 +63,7 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file
     """Serve Confluent's Schema Registry API for a cluster, schemas kept in its ``_schemas`` topic."""
     from odradek import event_loop
     from odradek.runner import configure_logging, serve_until_signal
-    from odradek.schema_registry.service import SchemaRegistry
+    from odradek.schema_registry.server import SchemaRegistry
 
     configure_logging(log_level)
     config = {k: v for k, v in rdkafka_config(bootstrap, command_config).items() if k != "bootstrap.servers"}

@@ -21,7 +21,7 @@ from odradek.cluster import LocalCluster
 from odradek.migration import refuse_for_zookeeper
 
 if TYPE_CHECKING:
-    from odradek.schema_registry.service import SchemaRegistry
+    from odradek.schema_registry.server import SchemaRegistry
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ async def _start_registry(bootstrap: str, host: str, port: int | None,
     the failure is one clear message."""
     if port is None:
         return None
-    from odradek.schema_registry.service import SchemaRegistry
+    from odradek.schema_registry.server import SchemaRegistry
 
     registry = SchemaRegistry(bootstrap, host=host, port=port)
     try:

@@ -20,7 +20,7 @@ from odradek import event_loop
 from odradek.cluster import LocalCluster
 
 if TYPE_CHECKING:
-    from odradek.schema_registry.service import SchemaRegistry
+    from odradek.schema_registry.server import SchemaRegistry
 
 T = TypeVar("T")
 
@@ -68,7 +68,7 @@ class ThreadedCluster:
     def schema_registry_url(self) -> str:
         """The URL of a schema registry for this cluster, started on first use and stopped with the cluster."""
         if self._registry is None:
-            from odradek.schema_registry.service import SchemaRegistry
+            from odradek.schema_registry.server import SchemaRegistry
 
             bootstrap = self.bootstrap_servers  # read here: on the loop, run() would wait for the loop itself
 

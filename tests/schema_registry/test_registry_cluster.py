@@ -22,7 +22,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokers import wait_for
-from odradek.schema_registry.service import SchemaRegistry
+from odradek.schema_registry.server import SchemaRegistry
 from odradek.testing import ThreadedCluster
 
 pytestmark = pytest.mark.odradek(brokers=1)

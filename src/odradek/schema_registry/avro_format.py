@@ -13,7 +13,7 @@ import avro.name
 import avro.schema
 
 from odradek.schema_registry import errors
-from odradek.schema_registry.formats import Dependency, Parsed
+from odradek.schema_registry.parsed import Dependency, Parsed
 
 
 class AvroSchema:

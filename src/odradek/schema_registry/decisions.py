@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from odradek.schema_registry import errors, formats, records
-from odradek.schema_registry.formats import Dependency, Parsed
+from odradek.schema_registry.parsed import Dependency, Parsed
 from odradek.schema_registry.records import Record, Reference, SchemaValue
 from odradek.schema_registry.state import Content, RegistryState
 

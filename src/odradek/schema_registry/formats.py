@@ -8,33 +8,12 @@ checked against, in which direction).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from odradek.schema_registry import errors
+from odradek.schema_registry.parsed import Dependency, Parsed
 
 TYPES = ("JSON", "PROTOBUF", "AVRO")
 LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE")
-
-
-@dataclass(frozen=True)
-class Dependency:
-    """A reference resolved: the name the schema imports it by, its format and text, and its own dependencies."""
-
-    name: str
-    schema: str
-    dependencies: tuple[Dependency, ...] = ()
-
-
-class Parsed(Protocol):
-    def canonical(self) -> str:
-        """The text stored and matched on lookup."""
-
-    def normalized(self) -> str:
-        """The text under ``normalize=true``: equal for schemas that differ only in form."""
-
-    def incompatibilities(self, writer: Parsed) -> list[str]:
-        """Why data written with ``writer`` cannot be read with this schema (empty: it can)."""
 
 
 def parse(schema_type: str, text: str, dependencies: Sequence[Dependency]) -> Parsed:

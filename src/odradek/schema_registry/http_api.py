@@ -12,16 +12,14 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from odradek.schema_registry import decisions, errors, formats
 from odradek.schema_registry.decisions import Decision
-
-if TYPE_CHECKING:
-    from odradek.schema_registry.service import SchemaRegistry
+from odradek.schema_registry.service import Registry
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +71,7 @@ async def _body(request: web.Request) -> Any:
 
 
 class Api:
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.state = registry.state
         self._session: aiohttp.ClientSession | None = None
@@ -340,9 +338,9 @@ class Api:
         return await self._write(request, decide)
 
 
-def build_app(registry: SchemaRegistry) -> web.Application:
+def build_app(registry: Registry, max_body_bytes: int) -> web.Application:
     api = Api(registry)
-    app = web.Application(middlewares=[confluent_errors], client_max_size=registry.max_body_bytes)
+    app = web.Application(middlewares=[confluent_errors], client_max_size=max_body_bytes)
 
     async def close_session(_: web.Application) -> None:
         await api.close()

@@ -20,7 +20,7 @@ import jsonschema.exceptions
 import jsonschema.validators
 
 from odradek.schema_registry import errors
-from odradek.schema_registry.formats import Dependency, Parsed
+from odradek.schema_registry.parsed import Dependency, Parsed
 
 _UPPER = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
 _LOWER = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")

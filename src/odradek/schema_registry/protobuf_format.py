@@ -23,7 +23,7 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 
 from odradek.schema_registry import errors
-from odradek.schema_registry.formats import Dependency, Parsed
+from odradek.schema_registry.parsed import Dependency, Parsed
 
 _F = descriptor_pb2.FieldDescriptorProto
 _WIRE_GROUPS = [

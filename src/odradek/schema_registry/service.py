@@ -1,5 +1,6 @@
-"""One registry instance: the replayed state, the topic it follows and writes, its place in the election, and
-its HTTP server, started and stopped together on the caller's event loop."""
+"""One registry instance's working parts behind its HTTP API: the replayed state, the topic it follows and writes,
+schemas parsed by their formats, and the primary's one-at-a-time writes (``server`` starts it with HTTP and the
+election)."""
 
 from __future__ import annotations
 
@@ -8,65 +9,26 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from aiohttp import web
-
 from odradek.schema_registry import decisions, errors, formats, records
 from odradek.schema_registry.decisions import Candidate, Decision
 from odradek.schema_registry.election import Election
-from odradek.schema_registry.formats import Parsed
+from odradek.schema_registry.parsed import Parsed
 from odradek.schema_registry.records import Reference, SchemaValue
 from odradek.schema_registry.state import Content, RegistryState
 from odradek.schema_registry.store import TOPIC, KafkaStore
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 16 * 1024 * 1024  # a request body beyond this gets HTTP 413
-
-
-class SchemaRegistry:
-    def __init__(self, bootstrap: str, *, host: str = "127.0.0.1", port: int = 0,
-                 client_config: Mapping[str, Any] | None = None, topic: str = TOPIC,
-                 max_body_bytes: int = MAX_BODY_BYTES, timeout_s: float = 30.0) -> None:
-        self.config = {**(client_config or {}), "bootstrap.servers": bootstrap}
-        self.host = host
-        self.port = port
-        self.topic = topic
-        self.max_body_bytes = max_body_bytes
+class Registry:
+    def __init__(self, config: Mapping[str, Any], url: str, topic: str = TOPIC, timeout_s: float = 30.0) -> None:
+        self.url = url
         self.timeout_s = timeout_s
         self.state = RegistryState()
-        self.store = KafkaStore(self.config, self.state.apply, topic, timeout_s)
-        self.election: Election | None = None
+        self.store = KafkaStore(config, self.state.apply, topic, timeout_s)
+        self.election: Election | None = None  # joined once the HTTP server is up: the group knows us by URL
         self._parsed: dict[Content, Parsed] = {}
         self._write_lock = asyncio.Lock()
         self._synced_term = 0
-        self._runner: web.AppRunner | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    async def start(self) -> None:
-        """Read the topic to its end, then serve HTTP and join the election (the port is known only then)."""
-        from odradek.schema_registry.http_api import build_app
-
-        await self.store.start()
-        self._runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        server = getattr(site, "_server", None)
-        if server is not None and server.sockets:
-            self.port = server.sockets[0].getsockname()[1]
-        self.election = Election(self.config, self.topic, self.url)
-        self.election.start()
-        log.info("schema registry serving %s on topic %s", self.url, self.topic)
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-        if self.election is not None:
-            await self.election.stop()
-        await self.store.stop()
 
     # ---- schemas as their formats see them
 
