@@ -151,9 +151,7 @@ def register(state: RegistryState, subject: str, new: Candidate, parsed_versions
 
 def delete_version(state: RegistryState, subject: str, version: int, permanent: bool) -> Decision:
     _writable(state, subject)
-    sv = find_version(state, subject, version, include_deleted=True)
-    if version == -1 and permanent:
-        sv = find_version(state, subject, -1)
+    sv = find_version(state, subject, version, include_deleted=version != -1)  # latest: the latest live one
     if not sv.deleted:
         if permanent:
             raise errors.RegistryError(404, errors.VERSION_NOT_SOFT_DELETED,

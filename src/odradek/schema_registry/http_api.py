@@ -29,6 +29,7 @@ ACCEPTED_BODIES = ("application/vnd.schemaregistry.v1+json", "application/vnd.sc
 ACCEPTABLE = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json", "application/json",
               "application/*", "*/*")
 FORWARDED = "X-Odradek-Forwarded"
+APPLIED = "X-Odradek-Applied-Offset"  # the primary's answer to a forwarded write: where its write ended in _schemas
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -89,10 +90,14 @@ class Api:
         try:
             async with self._session.request(request.method, target + request.rel_url.path_qs, data=body,
                                              headers=headers) as resp:
-                return web.Response(body=await resp.read(), status=resp.status, content_type=MEDIA_TYPE)
+                answer = web.Response(body=await resp.read(), status=resp.status, content_type=MEDIA_TYPE)
+                applied = resp.headers.get(APPLIED, "")
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise errors.RegistryError(500, errors.REQUEST_FORWARDING_FAILED,
                                        f"Error while forwarding the request to {target}: {exc}") from exc
+        if applied.lstrip("-").isdigit():
+            await self.registry.store.wait_for(int(applied))  # so a read here right after sees the write
+        return answer
 
     async def _primary_url(self) -> str:
         election = self.registry.election
@@ -126,7 +131,9 @@ class Api:
                 await asyncio.wait_for(election.primary.wait(), self.registry.timeout_s)
             except TimeoutError:
                 raise errors.RegistryError(500, errors.UNKNOWN_LEADER, "Unknown leader: no primary elected") from None
-        return reply(await self.registry.write(decide))
+        answer = reply(await self.registry.write(decide))
+        answer.headers[APPLIED] = str(self.registry.store.applied)
+        return answer
 
     async def close(self) -> None:
         if self._session is not None:
