@@ -117,6 +117,13 @@ class Api:
             except TimeoutError:
                 pass
 
+    async def _write_now(self, request: web.Request, decide: Callable[[], Decision]) -> web.StreamResponse:
+        """A write decided from the state alone (no parsing to wait for)."""
+        async def deciding() -> Decision:
+            return decide()
+
+        return await self._write(request, deciding)
+
     async def _write(self, request: web.Request, decide: Callable[[], Awaitable[Decision]]) -> web.StreamResponse:
         """Decide and write here on the primary; elsewhere forward to it. The group may have assigned us the
         partition before our callback ran: then we wait for it rather than forward to ourselves."""
@@ -290,39 +297,23 @@ class Api:
         subject = request.match_info["subject"]
         version = decisions.parse_version(request.match_info["version"])
         permanent = _flag(request, "permanent")
-
-        async def decide() -> Decision:
-            return decisions.delete_version(self.state, subject, version, permanent)
-
-        return await self._write(request, decide)
+        return await self._write_now(request, lambda: decisions.delete_version(self.state, subject, version, permanent))
 
     async def delete_subject(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info["subject"]
         permanent = _flag(request, "permanent")
-
-        async def decide() -> Decision:
-            return decisions.delete_subject(self.state, subject, permanent)
-
-        return await self._write(request, decide)
+        return await self._write_now(request, lambda: decisions.delete_subject(self.state, subject, permanent))
 
     async def put_config(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info.get("subject")
         body = await _body(request)
         if not isinstance(body, dict):
             raise errors.invalid_level()
-
-        async def decide() -> Decision:
-            return decisions.set_level(self.state, subject, body)
-
-        return await self._write(request, decide)
+        return await self._write_now(request, lambda: decisions.set_level(self.state, subject, body))
 
     async def delete_config(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info.get("subject")
-
-        async def decide() -> Decision:
-            return decisions.delete_level(self.state, subject)
-
-        return await self._write(request, decide)
+        return await self._write_now(request, lambda: decisions.delete_level(self.state, subject))
 
     async def put_mode(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info.get("subject")
@@ -330,19 +321,11 @@ class Api:
         if not isinstance(body, dict):
             raise errors.invalid_mode(str(body))
         force = _flag(request, "force")
-
-        async def decide() -> Decision:
-            return decisions.set_mode(self.state, subject, body, force)
-
-        return await self._write(request, decide)
+        return await self._write_now(request, lambda: decisions.set_mode(self.state, subject, body, force))
 
     async def delete_mode(self, request: web.Request) -> web.StreamResponse:
         subject = request.match_info["subject"]
-
-        async def decide() -> Decision:
-            return decisions.delete_mode(self.state, subject)
-
-        return await self._write(request, decide)
+        return await self._write_now(request, lambda: decisions.delete_mode(self.state, subject))
 
 
 def build_app(registry: Registry, max_body_bytes: int) -> web.Application:

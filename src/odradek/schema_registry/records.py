@@ -83,21 +83,21 @@ def schema_tombstone(subject: str, version: int) -> Record:
     return Record(_key(SCHEMA, subject, 1, version), None)
 
 
-def config_record(subject: str | None, level: str | None) -> Record:
-    """A subject's (or, with None, the global) compatibility level; level None deletes it."""
-    if level is None:
-        return Record(_key(CONFIG, subject), None)
+def _setting(keytype: str, field: str, subject: str | None, setting: str | None) -> Record:
+    """A CONFIG or MODE record: a subject's setting (the global one with subject None); None deletes it."""
+    if setting is None:
+        return Record(_key(keytype, subject), None)
     value: dict[str, Any] = {"subject": subject} if subject else {}
-    value["compatibilityLevel"] = level
-    return Record(_key(CONFIG, subject), value)
+    value[field] = setting
+    return Record(_key(keytype, subject), value)
+
+
+def config_record(subject: str | None, level: str | None) -> Record:
+    return _setting(CONFIG, "compatibilityLevel", subject, level)
 
 
 def mode_record(subject: str | None, mode: str | None) -> Record:
-    if mode is None:
-        return Record(_key(MODE, subject), None)
-    value: dict[str, Any] = {"subject": subject} if subject else {}
-    value["mode"] = mode
-    return Record(_key(MODE, subject), value)
+    return _setting(MODE, "mode", subject, mode)
 
 
 def delete_subject_record(subject: str, version: int) -> Record:

@@ -49,17 +49,9 @@ class RegistryState:
             else:
                 self._put(records.schema_value_from_json(value))
         elif keytype == records.CONFIG:
-            level = None if value is None else value.get("compatibilityLevel")
-            if level is None:
-                self.levels.pop(subject, None)
-            else:
-                self.levels[subject] = str(level)
+            _set(self.levels, subject, value, "compatibilityLevel")
         elif keytype == records.MODE:
-            mode = None if value is None else value.get("mode")
-            if mode is None:
-                self.modes.pop(subject, None)
-            else:
-                self.modes[subject] = str(mode)
+            _set(self.modes, subject, value, "mode")
         elif keytype == records.DELETE_SUBJECT and subject is not None and value is not None:
             watermark = int(value.get("version", 0))
             for version, sv in list(self.versions.get(subject, {}).items()):
@@ -114,3 +106,11 @@ class RegistryState:
         if subject is not None and subject in self.modes:
             return self.modes[subject]
         return self.modes.get(None, DEFAULT_MODE)
+
+
+def _set(settings: dict[str | None, str], subject: str | None, value: dict[str, Any] | None, field: str) -> None:
+    setting = None if value is None else value.get(field)
+    if setting is None:
+        settings.pop(subject, None)
+    else:
+        settings[subject] = str(setting)
