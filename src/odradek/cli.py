@@ -221,6 +221,7 @@ def _mount_subcommands() -> None:
     from odradek.cli_groups import groups
     from odradek.cli_perf import perf
     from odradek.cli_schema_registry import schema_registry
+    from odradek.cli_schemas import schemas
     from odradek.cli_transactions import transactions
 
     main.add_command(acls)
@@ -234,6 +235,7 @@ def _mount_subcommands() -> None:
     main.add_command(dump_log_command)
     main.add_command(perf)
     main.add_command(schema_registry)
+    main.add_command(schemas)
     main.add_command(transactions)
 
 

@@ -58,6 +58,7 @@ class Election:
         self._stop.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
+        self._admin = None
 
     def _run(self, consumer: Consumer) -> None:
         try:

@@ -80,6 +80,7 @@ class KafkaStore:
             await asyncio.to_thread(self._thread.join)
         if self._producer is not None:
             await asyncio.to_thread(self._producer.flush, 5.0)
+            self._producer = None  # librdkafka's handle goes with its last reference: no reconnects after a stop
         for _, future in self._waiters:
             future.cancel()
 
