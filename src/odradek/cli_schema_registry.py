@@ -57,9 +57,12 @@ def broker_port(value: str | None) -> int | None:
 @click.option("--topic", default="_schemas", show_default=True, help="the topic schemas are kept in")
 @click.option("--ready-file", default=None, type=click.Path(path_type=Path))
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option("--basic-auth", is_flag=True,
+              help="require HTTP Basic credentials that log in to the cluster with SCRAM (needs a SASL "
+                   "security.protocol in --command-config)")
 @command_config_option()
 def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file: Path | None, log_level: str,
-                    command_config: dict[str, str]) -> None:
+                    basic_auth: bool, command_config: dict[str, str]) -> None:
     """Serve Confluent's Schema Registry API for a cluster, schemas kept in its ``_schemas`` topic."""
     from odradek import event_loop
     from odradek.runner import configure_logging, serve_until_signal
@@ -67,9 +70,11 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file
 
     configure_logging(log_level)
     config = {k: v for k, v in rdkafka_config(bootstrap, command_config).items() if k != "bootstrap.servers"}
+    auth = _scram_basic_auth(bootstrap, command_config) if basic_auth else None
 
     async def run() -> None:
-        registry = SchemaRegistry(bootstrap, host=host, port=port, client_config=config, topic=topic)
+        registry = SchemaRegistry(bootstrap, host=host, port=port, client_config=config, topic=topic,
+                                  basic_auth=auth)
         try:
             await registry.start()
         except OSError as exc:
@@ -78,3 +83,18 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file
         await serve_until_signal(f"schema.registry.url={registry.url}", ready_file, registry.stop)
 
     event_loop.run(run())
+
+
+def _scram_basic_auth(bootstrap: str, properties: dict[str, str]) -> Any:
+    """Basic credentials checked as SCRAM logins to the first bootstrap broker, over the properties' protocol."""
+    from odradek.clock import SystemClock
+    from odradek.schema_registry.basic_auth import ScramBasicAuth
+    from odradek.security.client_config import client_ssl_context
+
+    protocol = properties.get("security.protocol", "PLAINTEXT").upper()
+    if not protocol.startswith("SASL"):
+        raise click.UsageError("--basic-auth checks passwords as SCRAM logins: --command-config must set "
+                               "security.protocol=SASL_PLAINTEXT or SASL_SSL")
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    context = client_ssl_context(properties) if protocol == "SASL_SSL" else None
+    return ScramBasicAuth(host, int(port), protocol, SystemClock(), context)

@@ -18,6 +18,7 @@ import aiohttp
 from aiohttp import web
 
 from odradek.schema_registry import decisions, errors, formats
+from odradek.schema_registry.basic_auth import ScramBasicAuth, basic_credentials
 from odradek.schema_registry.decisions import Decision
 from odradek.schema_registry.service import Registry
 
@@ -40,6 +41,20 @@ def reply(body: Any, status: int = 200) -> web.Response:
 def _flag(request: web.Request, name: str, default: bool = False) -> bool:
     value = request.query.get(name)
     return default if value is None else value.strip().lower() == "true"
+
+
+def authenticating(auth: ScramBasicAuth) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    """Every request carries HTTP Basic credentials that log in to the cluster (401 otherwise, as Confluent's)."""
+    @web.middleware
+    async def basic_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        credentials = basic_credentials(request.headers.get("Authorization"))
+        if credentials is None or not await auth.check(*credentials):
+            answer = reply({"error_code": 401, "message": "Unauthorized"}, 401)
+            answer.headers["WWW-Authenticate"] = 'Basic realm="SchemaRegistry"'
+            return answer
+        return await handler(request)
+
+    return basic_auth
 
 
 @web.middleware
@@ -87,6 +102,8 @@ class Api:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.registry.timeout_s))
         headers = {"Content-Type": request.headers.get("Content-Type", MEDIA_TYPE), FORWARDED: "1"}
+        if "Authorization" in request.headers:  # the primary checks the same credentials
+            headers["Authorization"] = request.headers["Authorization"]
         try:
             async with self._session.request(request.method, target + request.rel_url.path_qs, data=body,
                                              headers=headers) as resp:
@@ -328,9 +345,10 @@ class Api:
         return await self._write_now(request, lambda: decisions.delete_mode(self.state, subject))
 
 
-def build_app(registry: Registry, max_body_bytes: int) -> web.Application:
+def build_app(registry: Registry, max_body_bytes: int, auth: ScramBasicAuth | None = None) -> web.Application:
     api = Api(registry)
-    app = web.Application(middlewares=[confluent_errors], client_max_size=max_body_bytes)
+    middlewares: list[Any] = [confluent_errors] if auth is None else [authenticating(auth), confluent_errors]
+    app = web.Application(middlewares=middlewares, client_max_size=max_body_bytes)
 
     async def close_session(_: web.Application) -> None:
         await api.close()

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from odradek.schema_registry.basic_auth import ScramBasicAuth
 from odradek.schema_registry.election import Election
 from odradek.schema_registry.http_api import build_app
 from odradek.schema_registry.service import Registry
@@ -22,13 +23,15 @@ MAX_BODY_BYTES = 16 * 1024 * 1024  # a request body beyond this gets HTTP 413
 class SchemaRegistry:
     def __init__(self, bootstrap: str, *, host: str = "127.0.0.1", port: int = 0,
                  client_config: Mapping[str, Any] | None = None, topic: str = TOPIC,
-                 max_body_bytes: int = MAX_BODY_BYTES, timeout_s: float = 30.0) -> None:
+                 max_body_bytes: int = MAX_BODY_BYTES, timeout_s: float = 30.0,
+                 basic_auth: ScramBasicAuth | None = None) -> None:
         self.config = {**(client_config or {}), "bootstrap.servers": bootstrap}
         self.host = host
         self.port = port
         self.topic = topic
         self.max_body_bytes = max_body_bytes
         self.registry = Registry(self.config, self.url, topic, timeout_s)
+        self.basic_auth = basic_auth
         self._runner: web.AppRunner | None = None
 
     @property
@@ -41,7 +44,7 @@ class SchemaRegistry:
 
     async def start(self) -> None:
         await self.registry.store.start()
-        self._runner = web.AppRunner(build_app(self.registry, self.max_body_bytes), access_log=None,
+        self._runner = web.AppRunner(build_app(self.registry, self.max_body_bytes, self.basic_auth), access_log=None,
                                      handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
