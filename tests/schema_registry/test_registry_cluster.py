@@ -183,6 +183,7 @@ def test_ids_and_versions_survive_a_whole_cluster_restart(odradek_cluster: Threa
     assert client.register_schema("new", Schema('"bytes"', "AVRO")) == 4  # the next id, not a reused one
 
 
+@pytest.mark.odradek(brokers=3)  # _schemas replicated three times, as Confluent's registry makes it
 def test_writes_are_forwarded_to_the_primary_and_survive_its_failover(odradek_cluster: ThreadedCluster) -> None:
     bootstrap = odradek_cluster.bootstrap_servers
 
