@@ -60,10 +60,15 @@ def broker_port(value: str | None) -> int | None:
 @click.option("--basic-auth", is_flag=True,
               help="require HTTP Basic credentials that log in to the cluster with SCRAM (needs a SASL "
                    "security.protocol in --command-config)")
+@click.option("--ssl-config", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="serve HTTPS: a properties file with Kafka's ssl.* names (PEM key store; a trust store for "
+                   "forwarding between instances and, with ssl.client.auth, for clients)")
 @command_config_option()
 def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file: Path | None, log_level: str,
-                    basic_auth: bool, command_config: dict[str, str]) -> None:
+                    basic_auth: bool, ssl_config: Path | None, command_config: dict[str, str]) -> None:
     """Serve Confluent's Schema Registry API for a cluster, schemas kept in its ``_schemas`` topic."""
+    from confluent_kafka import KafkaException
+
     from odradek import event_loop
     from odradek.runner import configure_logging, serve_until_signal
     from odradek.schema_registry.server import SchemaRegistry
@@ -71,13 +76,15 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file
     configure_logging(log_level)
     config = {k: v for k, v in rdkafka_config(bootstrap, command_config).items() if k != "bootstrap.servers"}
     auth = _scram_basic_auth(bootstrap, command_config) if basic_auth else None
+    server_tls, forward_tls = _tls(ssl_config) if ssl_config is not None else (None, None)
 
     async def run() -> None:
         registry = SchemaRegistry(bootstrap, host=host, port=port, client_config=config, topic=topic,
-                                  basic_auth=auth)
+                                  basic_auth=auth, ssl_context=server_tls)
+        registry.registry.forward_ssl = forward_tls
         try:
             await registry.start()
-        except OSError as exc:
+        except (OSError, KafkaException) as exc:  # the port taken; the cluster not reached in time
             await registry.stop()
             raise click.ClickException(f"cannot serve the schema registry on {host}:{port}: {exc}") from exc
         await serve_until_signal(f"schema.registry.url={registry.url}", ready_file, registry.stop)
@@ -98,3 +105,17 @@ def _scram_basic_auth(bootstrap: str, properties: dict[str, str]) -> Any:
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     context = client_ssl_context(properties) if protocol == "SASL_SSL" else None
     return ScramBasicAuth(host, int(port), protocol, SystemClock(), context)
+
+
+def _tls(path: Path) -> tuple[Any, Any]:
+    """The server context from the file's ``ssl.*`` (as a broker's listener builds it), and the client context
+    forwarding uses (its trust store, or the system's when it names none)."""
+    from odradek.security.client_config import read_properties
+    from odradek.security.tls import TLS_DEFAULTS, TlsConfigError, TlsSettings, client_context, server_context
+
+    props = read_properties(path)
+    settings = TlsSettings.resolve(lambda name: props.get(name, TLS_DEFAULTS[name][1]))
+    try:
+        return server_context(settings), client_context(settings)
+    except TlsConfigError as exc:
+        raise click.UsageError(f"{path}: {exc}") from None

@@ -100,7 +100,10 @@ class Api:
                                        "Error while forwarding the request: this instance is not the primary")
         body = await request.read()
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.registry.timeout_s))
+            # the primary's certificate is one of ours: same settings, so forwarding trusts what clients trust
+            connector = aiohttp.TCPConnector(ssl=self.registry.forward_ssl) if self.registry.forward_ssl else None
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.registry.timeout_s),
+                                                  connector=connector)
         headers = {"Content-Type": request.headers.get("Content-Type", MEDIA_TYPE), FORWARDED: "1"}
         if "Authorization" in request.headers:  # the primary checks the same credentials
             headers["Authorization"] = request.headers["Authorization"]

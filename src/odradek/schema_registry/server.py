@@ -4,6 +4,7 @@ join the election under the URL it serves (known only once the port is bound).""
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,19 +25,20 @@ class SchemaRegistry:
     def __init__(self, bootstrap: str, *, host: str = "127.0.0.1", port: int = 0,
                  client_config: Mapping[str, Any] | None = None, topic: str = TOPIC,
                  max_body_bytes: int = MAX_BODY_BYTES, timeout_s: float = 30.0,
-                 basic_auth: ScramBasicAuth | None = None) -> None:
+                 basic_auth: ScramBasicAuth | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.config = {**(client_config or {}), "bootstrap.servers": bootstrap}
         self.host = host
         self.port = port
         self.topic = topic
         self.max_body_bytes = max_body_bytes
+        self.ssl_context = ssl_context  # HTTPS when set
         self.registry = Registry(self.config, self.url, topic, timeout_s)
         self.basic_auth = basic_auth
         self._runner: web.AppRunner | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'http' if self.ssl_context is None else 'https'}://{self.host}:{self.port}"
 
     @property
     def election(self) -> Election | None:
@@ -47,7 +49,7 @@ class SchemaRegistry:
         self._runner = web.AppRunner(build_app(self.registry, self.max_body_bytes, self.basic_auth), access_log=None,
                                      handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self.ssl_context)
         await site.start()
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ class Registry:
         self._parsed: dict[Content, Parsed] = {}
         self._write_lock = asyncio.Lock()
         self._synced_term = 0
+        self.forward_ssl: ssl.SSLContext | None = None  # how forwarded writes reach an HTTPS primary
 
     # ---- schemas as their formats see them
 
