@@ -33,7 +33,8 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     refuse_for_zookeeper(Path(config.data_dir))
     broker = Broker(config, ZooKeeperBackend(zookeeper), metrics_port=metrics_port)
     await broker.start()
-    registry = await _start_registry(f"{broker.host}:{broker.port}", broker.host, schema_registry_port, broker.stop)
+    registry = await _start_registry(_plaintext_bootstrap(broker, lambda name: "{}:{}".format(
+        *broker.advertised[name])), broker.host, schema_registry_port, broker.stop)
 
     async def stop_all() -> None:
         if registry is not None:
@@ -52,11 +53,24 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await _serve(line, ready_file, stop_all, broker.halted, per_listener)
 
 
-async def _start_registry(bootstrap: str, host: str, port: int | None,
+def _plaintext_bootstrap(broker: Broker, addresses: Callable[[str], str]) -> str | None:
+    """The addresses of the first PLAINTEXT listener: the registry beside the brokers connects without
+    credentials (on a cluster with none, ``odradek schema-registry --command-config`` runs it)."""
+    for name in broker.advertised:
+        if broker.listeners.protocol_map.get(name) == "PLAINTEXT":
+            return addresses(name)
+    return None
+
+
+async def _start_registry(bootstrap: str | None, host: str, port: int | None,
                           stop_brokers: Callable[[], Awaitable[None]]) -> SchemaRegistry | None:
-    """The schema registry beside the brokers (None when ``port`` is None); on failure the brokers are stopped and
-    the failure is one clear message."""
+    """The schema registry beside the brokers (None when ``port`` is None, or without a PLAINTEXT listener to
+    reach them on); on failure the brokers are stopped and the failure is one clear message."""
     if port is None:
+        return None
+    if bootstrap is None:
+        log.warning("no schema registry: the brokers have no PLAINTEXT listener; run odradek schema-registry "
+                    "--command-config against a secured one")
         return None
     from odradek.schema_registry.server import SchemaRegistry
 
@@ -76,7 +90,9 @@ class RegistryStartFailed(RuntimeError):
 
 async def run_cluster(cluster: LocalCluster, ready_file: Path | None, schema_registry_port: int | None = None) -> None:
     await cluster.start()
-    registry = await _start_registry(cluster.bootstrap, cluster.host, schema_registry_port, cluster.stop)
+    first = next(b for _i, b in sorted(cluster.brokers.items()) if b.running)
+    registry = await _start_registry(_plaintext_bootstrap(first, cluster.bootstrap_on), cluster.host,
+                                     schema_registry_port, cluster.stop)
 
     async def stop_all() -> None:
         if registry is not None:
