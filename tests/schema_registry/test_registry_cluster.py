@@ -208,3 +208,32 @@ def test_writes_are_forwarded_to_the_primary_and_survive_its_failover(odradek_cl
     finally:
         for registry in (first, second):
             odradek_cluster.call(registry.stop())
+
+
+def test_arbitrary_bodies_never_get_a_500(odradek_cluster: ThreadedCluster) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    url = odradek_cluster.schema_registry_url
+    scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
+                          | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
+    schema_text = st.sampled_from(['"string"', "{}", '{"type":"record"}', "syntax = \"proto3\";", "[]", ""])
+    bodies = values | st.fixed_dictionaries({"schema": schema_text}, optional={
+        "schemaType": st.sampled_from(["AVRO", "JSON", "PROTOBUF", "avro", "XML", 3]),
+        "references": values, "id": values, "version": values, "compatibility": values, "mode": values})
+    targets = st.sampled_from([("POST", "/subjects/f/versions"), ("POST", "/subjects/f"),
+                               ("POST", "/compatibility/subjects/f/versions/latest"), ("PUT", "/config/f"),
+                               ("PUT", "/mode/f"), ("DELETE", "/subjects/f/versions/latest"),
+                               ("GET", "/schemas/ids/x")])
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(targets, bodies)
+    def check(target: tuple[str, str], body: Any) -> None:
+        method, path = target
+        status, answer = _http(url + path, method, None if method in ("GET", "DELETE") else json.dumps(body).encode())
+        assert status < 500, (target, body, answer)
+        if status >= 400:
+            assert isinstance(answer["error_code"], int) and isinstance(answer["message"], str)
+
+    check()
