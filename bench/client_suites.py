@@ -8,7 +8,7 @@ dependencies), then::
         --confluent /tmp/suites/ckp --confluent-venv /tmp/suites/venv-ckp --confluent-schema-registry
 
 ``--confluent-schema-registry`` runs confluent-kafka-python's ``tests/integration/schema_registry`` (sync and async)
-against the registry ``odradek up`` serves (``SR_URL`` from its ready line), in the same tree and venv (which then
+against the registry ``odradek up`` serves (``SR_URL`` from its ready file), in the same tree and venv (which then
 also needs ``pytest-asyncio`` and ``googleapis-common-protos``).
 
 Each suite gets its own broker (``odradek up --port 0``) on a fresh data directory, so one suite's topics and
@@ -29,6 +29,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from odradek.ready_file import read_ready_file
 
 ROOT = Path(__file__).resolve().parent.parent
 # The broker settings kafka-python's own fixture gives the Kafka it starts (servers/resources/default/
@@ -82,7 +84,7 @@ class SuiteResult:
 
 def start_broker(data_dir: Path, overrides: list[str],
                  schema_registry: bool = False) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
-    """Start ``odradek up`` on a free port and return it with its ready line's fields (``bootstrap.servers``,
+    """Start ``odradek up`` on a free port and return it with its ready file's endpoints (``bootstrap.servers``,
     ``schema.registry.url``). The registry is off unless asked for: its election group is a stable consumer group,
     which suites that expect none (confluent-kafka-python's test_basic_operations) would count."""
     ready = data_dir.parent / f"{data_dir.name}.ready"
@@ -97,8 +99,7 @@ def start_broker(data_dir: Path, overrides: list[str],
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if ready.exists() and ready.read_text().strip():
-            line = ready.read_text().splitlines()[0]
-            return proc, dict(item.split("=", 1) for item in line.split())
+            return proc, read_ready_file(ready)
         if proc.poll() is not None:
             raise RuntimeError(f"broker exited with {proc.returncode}; see {log_file.name}")
         time.sleep(0.2)

@@ -30,6 +30,8 @@ from pathlib import Path
 import httpx
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
+from odradek.ready_file import read_ready_file
+
 MEDIA = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 
 
@@ -44,8 +46,7 @@ def start(work: Path) -> tuple[subprocess.Popen[bytes], str]:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"odradek did not start: {(work / 'broker.log').read_text()[-2000:]}")
         time.sleep(0.1)
-    fields = dict(item.split("=", 1) for item in ready.read_text().splitlines()[0].split())
-    return proc, fields["schema.registry.url"]
+    return proc, read_ready_file(ready)["schema.registry.url"]
 
 
 def schema(i: int) -> str:

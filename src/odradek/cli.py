@@ -74,7 +74,10 @@ def up(
     overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None, metrics_port: int | None,
     schema_registry_port: str | None,
 ) -> None:
-    """Start a cluster on the embedded store (one broker unless --brokers N); print ``bootstrap.servers=...``.
+    """Start a quickstart cluster on the embedded store (one broker unless --brokers N); print its endpoints.
+
+    The brokers take Kafka's quickstart values (its shipped ``config/server.properties``, e.g.
+    ``group.initial.rebalance.delay.ms=0``) where they differ from the code defaults; ``--override`` wins.
 
     One broker or many, every broker runs the controller and the cluster keeps its metadata journaled in
     ``DATA_DIR/coordination``; broker ``<id>`` keeps its logs in ``DATA_DIR/broker-<id>``. Brokers get consecutive
@@ -83,6 +86,7 @@ def up(
     """
     from odradek.cluster import LocalCluster
     from odradek.migration import MigrationRefused
+    from odradek.quickstart import up_settings
     from odradek.runner import RegistryStartFailed, configure_logging, exit_after_stop, run_cluster
 
     registry_port = resolve_port(schema_registry_port, port)
@@ -93,6 +97,7 @@ def up(
         broker_id = int(settings.pop("broker.id", broker_id))  # server.properties habit: the first broker's id
     except ValueError as exc:
         raise click.UsageError(f"broker.id must be a number: {exc}") from exc
+    settings = up_settings(brokers, settings)
     rack_list = racks.split(",") if racks else ([rack] if rack else None)
     try:
         cluster = LocalCluster(
@@ -127,14 +132,16 @@ def broker(
     ready_file: Path | None, overrides: tuple[str, ...], log_level: str, metrics_port: int | None,
     schema_registry_port: str | None,
 ) -> None:
-    """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft)."""
+    """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft), on Kafka's code defaults."""
     from odradek.migration import MigrationRefused
+    from odradek.quickstart import log_broker_settings
     from odradek.runner import RegistryStartFailed, configure_logging, exit_after_stop, run_zookeeper_broker
 
     registry_port = broker_port(schema_registry_port)
     configure_logging(log_level)
     loop = _loop_factory()
     settings = _parse_overrides(overrides)
+    log_broker_settings(settings)
     settings["broker.id"] = str(broker_id)
     settings["zookeeper.connect"] = zookeeper
     if rack:
@@ -200,13 +207,14 @@ def topics(
 @click.option("--events", default=20000, show_default=True, type=int, help="clickstream events to produce")
 @click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
 @click.option("--data-dir", default=None, type=click.Path(path_type=Path))
-def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> None:
+@click.option("--verbose", is_flag=True, help="show the brokers', clients' and Spark's logs and progress bars here")
+def demo(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool) -> None:
     """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
     from odradek.demo import run
     from odradek.runner import configure_logging
 
     configure_logging("WARNING")
-    if not run(brokers, events, seconds, data_dir):
+    if not run(brokers, events, seconds, data_dir, verbose):
         raise SystemExit(1)
 
 

@@ -87,7 +87,7 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file
         except (OSError, KafkaException) as exc:  # the port taken; the cluster not reached in time
             await registry.stop()
             raise click.ClickException(f"cannot serve the schema registry on {host}:{port}: {exc}") from exc
-        await serve_until_signal(f"schema.registry.url={registry.url}", ready_file, registry.stop)
+        await serve_until_signal({"schema.registry.url": registry.url}, ready_file, registry.stop)
 
     event_loop.run(run())
 

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from brokers import SASL_PLAINTEXT_ARGS, BrokerProcess, wait_for
+from odradek.ready_file import read_ready_file
 
 
 def _fields(ready: Path) -> dict[str, str]:
-    return dict(item.split("=", 1) for item in ready.read_text().splitlines()[0].split())
+    return read_ready_file(ready)
 
 
 def _types(url: str) -> list[str]:
@@ -27,9 +28,12 @@ def _types(url: str) -> list[str]:
 def test_up_names_the_registry_after_the_bootstrap_servers(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory("--schema-registry-port", "0")
     ready = broker.data_dir.parent / f"{broker.data_dir.name}.ready"
-    line = ready.read_text().splitlines()[0]
-    assert line.startswith("bootstrap.servers=") and " schema.registry.url=http://127.0.0.1:" in line
+    assert list(_fields(ready))[:2] == ["bootstrap.servers", "schema.registry.url"]
+    assert _fields(ready)["schema.registry.url"].startswith("http://127.0.0.1:")
     assert _types(_fields(ready)["schema.registry.url"]) == ["JSON", "PROTOBUF", "AVRO"]
+    stdout_line = broker.log_text().splitlines()
+    assert any(line.startswith("bootstrap.servers=") and " schema.registry.url=http://127.0.0.1:" in line
+               for line in stdout_line)
 
 
 def test_none_turns_it_off_and_a_bad_port_is_a_usage_error(broker_factory: Callable[..., BrokerProcess],
