@@ -67,8 +67,6 @@ def broker_port(value: str | None) -> int | None:
 def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file: Path | None, log_level: str,
                     basic_auth: bool, ssl_config: Path | None, command_config: dict[str, str]) -> None:
     """Serve Confluent's Schema Registry API for a cluster, schemas kept in its ``_schemas`` topic."""
-    from confluent_kafka import KafkaException
-
     from odradek import event_loop
     from odradek.runner import configure_logging, serve_until_signal
     from odradek.schema_registry.server import SchemaRegistry
@@ -84,9 +82,10 @@ def schema_registry(bootstrap: str, host: str, port: int, topic: str, ready_file
         registry.registry.forward_ssl = forward_tls
         try:
             await registry.start()
-        except (OSError, KafkaException) as exc:  # the port taken; the cluster not reached in time
+        except Exception as exc:  # the port taken; the cluster not reached in time
             await registry.stop()
-            raise click.ClickException(f"cannot serve the schema registry on {host}:{port}: {exc}") from exc
+            reason = str(exc) or repr(exc)
+            raise click.ClickException(f"cannot serve the schema registry on {host}:{port}: {reason}") from exc
         await serve_until_signal({"schema.registry.url": registry.url}, ready_file, registry.stop)
 
     event_loop.run(run())

@@ -81,7 +81,7 @@ async def _start_registry(bootstrap: str | None, host: str, port: int | None,
     except Exception as exc:
         await registry.stop()
         await stop_brokers()
-        raise RegistryStartFailed(f"cannot serve the schema registry on {host}:{port}: {exc}") from exc
+        raise RegistryStartFailed(f"cannot serve the schema registry on {host}:{port}: {exc or repr(exc)}") from exc
     return registry
 
 

@@ -10,8 +10,10 @@ reader to reach the offset it produced).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -43,6 +45,24 @@ def create_topic(config: Mapping[str, Any], topic: str, timeout_s: float) -> Non
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise
+    except concurrent.futures.TimeoutError:
+        # created, but its leader not announced in time (a cluster still forming): high_watermark waits for it
+        log.warning("creating %s: no answer in %.0f s; going on to read it", topic, timeout_s)
+
+
+def high_watermark(consumer: Consumer, topic: str, timeout_s: float) -> int:
+    """The partition's end offset, asked again until it has a leader that answers (or ``timeout_s`` is up).
+    Blocking."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=min(5.0, timeout_s))
+            return int(high)
+        except KafkaException as exc:
+            if time.monotonic() >= deadline:
+                raise
+            log.info("reading %s's end offset: %s; asking again", topic, exc)
+            time.sleep(0.5)
 
 
 class KafkaStore:
@@ -65,8 +85,7 @@ class KafkaStore:
         await asyncio.to_thread(create_topic, self.config, self.topic, self.timeout_s)
         consumer = Consumer({**self.config, "group.id": f"odradek-schema-registry-reader-{uuid.uuid4()}",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        _, high = await asyncio.to_thread(consumer.get_watermark_offsets, TopicPartition(self.topic, 0),
-                                          self.timeout_s)
+        high = await asyncio.to_thread(high_watermark, consumer, self.topic, self.timeout_s)
         consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         self._thread = threading.Thread(target=self._follow, args=(consumer,), name="schema-registry-reader",
                                         daemon=True)
