@@ -16,10 +16,14 @@ PROTOCOLS = [(client, "classic") for client in CLIENTS] + [(KAFKA_4, "consumer")
 
 
 @pytest.mark.parametrize(("client", "protocol"), PROTOCOLS)
-def test_offsets_seeks_and_commits(runs: ProgramRuns, odradek_java: ThreadedCluster, client: str, protocol: str) -> None:
+def test_offsets_seeks_and_commits(
+    runs: ProgramRuns, odradek_java: ThreadedCluster, client: str, protocol: str
+) -> None:
     _prefix, lines = runs.run(client, odradek_java.bootstrap_servers, "ConsumerCheck", protocol)
     # records 0-9 carry timestamps BASE + 1000 * offset
-    found = {line["timestamp"]: (line["offset"], line["recordTimestamp"]) for line in by_check(lines, "offsets-for-times")}
+    found = {
+        line["timestamp"]: (line["offset"], line["recordTimestamp"]) for line in by_check(lines, "offsets-for-times")
+    }
     assert found == {-1: (0, 0), 2500: (3, 3000), 9000: (9, 9000), 99999: (None, None)}
     assert one(lines, "seek")["first"] == 4
     assert one(lines, "seek-by-time")["first"] == 7

@@ -57,8 +57,9 @@ public final class AdminCheck {
     static final long BASE = 1_700_000_000_000L;
     static final List<String> TOPIC_CONFIGS =
             List.of("retention.ms", "cleanup.policy", "segment.bytes", "min.insync.replicas", "compression.type");
-    static final List<String> BROKER_CONFIGS = List.of("message.max.bytes", "log.retention.hours", "compression.type",
-            "auto.create.topics.enable", "min.insync.replicas", "log.segment.bytes");
+    static final List<String> BROKER_CONFIGS = List.of("message.max.bytes", "compression.type",
+            "auto.create.topics.enable", "min.insync.replicas", "log.segment.bytes", "offsets.topic.replication.factor",
+            "log.cleanup.policy");
 
     static Admin admin;
 
@@ -124,6 +125,14 @@ public final class AdminCheck {
                 new AlterConfigOp(new ConfigEntry("retention.ms", "1000"), AlterConfigOp.OpType.SET)))).all().get());
         op("alter-configs-legacy", () -> legacyAlterConfigs(topicResource, topic));
         op("describe-configs-broker", () -> configs(brokerResource, BROKER_CONFIGS));
+        op("describe-configs-broker-read-only", () -> {
+            Config config = admin.describeConfigs(List.of(brokerResource)).all().get().get(brokerResource);
+            Map<String, Object> out = new TreeMap<>();
+            for (String name : BROKER_CONFIGS) out.put(name, config.get(name).isReadOnly());
+            return out;
+        });
+        op("describe-configs-broker-log-retention", () -> configs(brokerResource,
+                List.of("log.retention.hours", "log.retention.minutes", "log.retention.ms")));
         op("incremental-alter-configs-broker", () -> {
             // message.max.bytes set to its default as a per-broker dynamic config, then deleted again
             admin.incrementalAlterConfigs(Map.of(brokerResource, List.of(new AlterConfigOp(
@@ -302,9 +311,10 @@ public final class AdminCheck {
         Map<String, Object> out = new TreeMap<>();
         for (String name : names) {
             ConfigEntry e = config.get(name);
+            // readOnly only for topics: for a broker it says whether the config is dynamic (reported apart)
             out.put(name, e == null ? null : Check.obj("value", e.value(), "source", e.source().toString(),
-                    "default", e.isDefault(), "readOnly", e.isReadOnly(), "sensitive", e.isSensitive(),
-                    "type", e.type().toString()));
+                    "default", e.isDefault(), "readOnly", resource.type() == ConfigResource.Type.TOPIC
+                            ? e.isReadOnly() : null, "sensitive", e.isSensitive(), "type", e.type().toString()));
         }
         return out;
     }
