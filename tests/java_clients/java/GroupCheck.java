@@ -19,6 +19,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  */
 public final class GroupCheck {
     static final Map<String, List<String>> OWNED = new ConcurrentHashMap<>();
+    static final Map<String, String> FAILED = new ConcurrentHashMap<>();
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
@@ -55,7 +56,7 @@ public final class GroupCheck {
     static void report(int step, String what, List<Member> members) throws InterruptedException {
         long deadline = System.currentTimeMillis() + 90_000;
         while (!settled(members)) {
-            if (System.currentTimeMillis() > deadline) {
+            if (System.currentTimeMillis() > deadline || !FAILED.isEmpty()) {
                 Check.emit("check", "assignment", "step", step, "what", what, "error", "timeout",
                         "owned", new TreeMap<>(OWNED));
                 return;
@@ -104,6 +105,7 @@ public final class GroupCheck {
                             .map(tp -> tp.toString().substring(prefixLength)).sorted().toList());
                 }
             } catch (Exception e) {
+                FAILED.put(name, Check.error(e));
                 Check.emit("check", "member-failed", "member", name, "error", Check.error(e));
             } finally {
                 OWNED.remove(name);
