@@ -1774,7 +1774,9 @@ class GroupCoordinator:
             for tp in doomed:
                 group.remove_offset(tp)
             partition = self.partition_for(group_id)
-            tombstones = {partition: [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed]}
+            tombstones: dict[int, list[tuple[bytes, bytes | None]]] = {
+                partition: [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed]
+            }
             # Kafka's cleanupGroupMetadata: an Empty group left without offsets is Dead (and its record goes).
             self._drop_if_dead_empty(group, tombstones)
             code = await self._append(partition, tombstones[partition])
