@@ -65,7 +65,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if res.resource_type == TOPIC:
                 record = await services.topics.topic_record(res.resource_name)
                 if record is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
+                    # Kafka's ConfigHelper sets only the code: the message is the field's default, ""
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, "")
                 entries = [
                     entry_cls(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
