@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from java_clients.programs import Lines, run_program, sources
+from java_clients.programs import Lines, run_program, sources, without_prefix
 from odradek.apache_kafka import KAFKA_3, KAFKA_4, compile_java
 from odradek.testing import ThreadedCluster, start_cluster
 
@@ -62,6 +62,13 @@ class ProgramRuns:
             prefix = f"j{next(_run_ids)}x{version.replace('.', '')}"
             self.done[key] = (prefix, run_program(version, self.classes(version), program, bootstrap, prefix, *args))
         return self.done[key]
+
+    def compared(self, version: str, ours: str, theirs: str, program: str, *args: str) -> tuple[Lines, Lines]:
+        """The lines of ``program`` against odradek (``ours``) and Apache Kafka (``theirs``), each run's names
+        replaced by one placeholder so the two compare."""
+        ours_prefix, ours_lines = self.run(version, ours, program, *args)
+        theirs_prefix, theirs_lines = self.run(version, theirs, program, *args)
+        return without_prefix(ours_lines, ours_prefix), without_prefix(theirs_lines, theirs_prefix)
 
 
 @pytest.fixture(scope="session")

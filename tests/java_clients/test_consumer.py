@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from java_clients.conftest import CLIENTS, ProgramRuns
-from java_clients.programs import by_check, one, without_prefix
+from java_clients.programs import by_check, one
 from odradek.apache_kafka import KAFKA_4, KafkaCluster
 from odradek.testing import ThreadedCluster
 
@@ -40,6 +40,7 @@ def test_offsets_same_as_apache_kafka(
     runs: ProgramRuns, odradek_java: ThreadedCluster, request: pytest.FixtureRequest, client: str, protocol: str
 ) -> None:
     control: KafkaCluster = request.getfixturevalue("apache_kafka_39" if protocol == "classic" else "apache_kafka_4")
-    ours_prefix, ours = runs.run(client, odradek_java.bootstrap_servers, "ConsumerCheck", protocol)
-    theirs_prefix, theirs = runs.run(client, control.bootstrap_servers, "ConsumerCheck", protocol)
-    assert without_prefix(ours, ours_prefix) == without_prefix(theirs, theirs_prefix)
+    ours, theirs = runs.compared(
+        client, odradek_java.bootstrap_servers, control.bootstrap_servers, "ConsumerCheck", protocol
+    )
+    assert ours == theirs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from java_clients.conftest import CLIENTS, ProgramRuns
-from java_clients.programs import batch_codecs, by_check, first_segment, without_prefix
+from java_clients.programs import batch_codecs, by_check, first_segment
 from odradek.apache_kafka import KafkaCluster
 from odradek.testing import ThreadedCluster
 
@@ -35,11 +35,14 @@ def test_every_codec_and_acks_setting(runs: ProgramRuns, odradek_java: ThreadedC
 def test_same_as_apache_kafka(
     runs: ProgramRuns, odradek_java: ThreadedCluster, apache_kafka_39: KafkaCluster, client: str
 ) -> None:
-    ours_prefix, ours = runs.run(client, odradek_java.bootstrap_servers, "ProducerCheck")
-    theirs_prefix, theirs = runs.run(client, apache_kafka_39.bootstrap_servers, "ProducerCheck")
-    assert without_prefix(ours, ours_prefix) == without_prefix(theirs, theirs_prefix)
+    ours, theirs = runs.compared(
+        client, odradek_java.bootstrap_servers, apache_kafka_39.bootstrap_servers, "ProducerCheck"
+    )
+    assert ours == theirs
+    ours_prefix, _ = runs.run(client, odradek_java.bootstrap_servers, "ProducerCheck")
+    theirs_prefix, _ = runs.run(client, apache_kafka_39.bootstrap_servers, "ProducerCheck")
     for s in by_check(theirs, "send"):
         # how many batches the records made depends on the sender thread's timing; the codec does not
-        kafka_codecs = set(batch_codecs(first_segment(apache_kafka_39.brokers[0].log_dir, s["topic"])))
-        ours_topic = s["topic"].replace(theirs_prefix, ours_prefix)
-        assert set(batch_codecs(first_segment(odradek_java.cluster.data_dir, ours_topic))) == kafka_codecs
+        kafka = batch_codecs(first_segment(apache_kafka_39.brokers[0].log_dir, s["topic"].replace("P", theirs_prefix)))
+        ours_codecs = batch_codecs(first_segment(odradek_java.cluster.data_dir, s["topic"].replace("P", ours_prefix)))
+        assert set(ours_codecs) == set(kafka), s["topic"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from java_clients.conftest import CLIENTS, ProgramRuns
-from java_clients.programs import one, without_prefix
+from java_clients.programs import one
 from odradek.apache_kafka import KafkaCluster
 from odradek.testing import ThreadedCluster
 
@@ -39,6 +39,7 @@ def test_commit_abort_and_fencing(runs: ProgramRuns, odradek_java: ThreadedClust
 def test_same_as_apache_kafka(
     runs: ProgramRuns, odradek_java: ThreadedCluster, apache_kafka_39: KafkaCluster, client: str
 ) -> None:
-    ours_prefix, ours = runs.run(client, odradek_java.bootstrap_servers, "TransactionsCheck")
-    theirs_prefix, theirs = runs.run(client, apache_kafka_39.bootstrap_servers, "TransactionsCheck")
-    assert without_prefix(ours, ours_prefix) == without_prefix(theirs, theirs_prefix)
+    ours, theirs = runs.compared(
+        client, odradek_java.bootstrap_servers, apache_kafka_39.bootstrap_servers, "TransactionsCheck"
+    )
+    assert ours == theirs

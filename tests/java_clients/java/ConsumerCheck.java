@@ -69,12 +69,7 @@ public final class ConsumerCheck {
         if (protocol.equals("classic")) groupProps.remove("group.protocol"); // 3.x clients do not know the setting
         try (var c = new KafkaConsumer<String, String>(groupProps)) {
             c.subscribe(List.of(topic));
-            List<Object> offsets = new ArrayList<>();
-            long deadline = System.currentTimeMillis() + 60_000;
-            while (offsets.size() < 10 && System.currentTimeMillis() < deadline) {
-                for (var r : c.poll(Duration.ofMillis(200))) offsets.add(r.offset());
-            }
-            Check.emit("check", "group-read", "offsets", offsets);
+            Check.emit("check", "group-read", "offsets", offsets(c, 10));
             c.commitSync(Map.of(tp, new OffsetAndMetadata(7, "seven")));
             var om = c.committed(Set.of(tp)).get(tp);
             Check.emit("check", "commit-explicit", "offset", om.offset(), "metadata", om.metadata());
@@ -86,13 +81,18 @@ public final class ConsumerCheck {
         }
         try (var c = new KafkaConsumer<String, String>(groupProps)) {
             c.subscribe(List.of(topic));
-            List<Object> offsets = new ArrayList<>();
-            long deadline = System.currentTimeMillis() + 60_000;
-            while (offsets.size() < 7 && System.currentTimeMillis() < deadline) {
-                for (var r : c.poll(Duration.ofMillis(200))) offsets.add(r.offset());
-            }
-            Check.emit("check", "resume-from-committed", "offsets", offsets);
+            Check.emit("check", "resume-from-committed", "offsets", offsets(c, 7));
         }
+    }
+
+    /** The offsets of the next ``count`` records the consumer polls (fewer if a minute passes first). */
+    static List<Object> offsets(KafkaConsumer<String, String> c, int count) {
+        List<Object> offsets = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (offsets.size() < count && System.currentTimeMillis() < deadline) {
+            for (var r : c.poll(Duration.ofMillis(200))) offsets.add(r.offset());
+        }
+        return offsets;
     }
 
     static Object firstOffset(KafkaConsumer<String, String> c) {
