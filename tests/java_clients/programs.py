@@ -58,6 +58,13 @@ def without_prefix(lines: Lines, prefix: str) -> Lines:
     return json.loads(json.dumps(lines).replace(prefix, "P"))
 
 
+def differences(ours: Lines, theirs: Lines) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None]]:
+    """The (odradek, Kafka) pairs of lines that differ, position by position; empty when the runs agree."""
+    pairs = list(zip(ours, theirs, strict=False))
+    pairs += [(line, None) for line in ours[len(theirs):]] + [(None, line) for line in theirs[len(ours):]]
+    return [(a, b) for a, b in pairs if a != b]
+
+
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 

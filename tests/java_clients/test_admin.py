@@ -53,6 +53,9 @@ OPS = [
     "alter-partition-reassignments-unknown-broker",
     "describe-log-dirs",
     "describe-replica-log-dirs",
+    "alter-replica-log-dirs-same-dir",
+    "alter-replica-log-dirs-unknown-dir",
+    "describe-features",
     "create-acls",
     "describe-acls",
     "delete-acls",
@@ -90,6 +93,7 @@ EXPECTED_ERRORS = {
     "describe-user-scram-credentials-unknown": "ResourceNotFoundException",
     "alter-client-quotas-unknown-key": "InvalidRequestException",
     "delete-topics-unknown": "UnknownTopicOrPartitionException",
+    "alter-replica-log-dirs-unknown-dir": "LogDirNotFoundException",
     # DescribeQuorum belongs to KRaft; a ZooKeeper-mode broker does not serve it
     "describe-metadata-quorum": "UnsupportedVersionException",
 }
@@ -101,6 +105,8 @@ KNOWN_DIFFERENCES: dict[str, str] = {
     "describe-configs-broker-log-retention": "odradek lists log.retention.ms alone, with the value in "
     "force; Kafka lists log.retention.hours (168) and leaves log.retention.minutes and log.retention.ms unset (null)",
     "incremental-alter-configs-broker": _KIP_226,
+    "describe-features": "odradek supports and finalizes group.version (level 1) so that 4.x clients run KIP-848 "
+    "consumer groups on it; a ZooKeeper-mode Kafka 3.9 reports no features",
 }
 """Operations where odradek answers differently from Apache Kafka 3.9, with the reason (docs/compatibility-java.md)."""
 

@@ -214,6 +214,19 @@ public final class AdminCheck {
             var d = admin.describeReplicaLogDirs(List.of(replica)).all().get().get(replica);
             return Check.obj("current", d.getCurrentReplicaLogDir() != null, "future", d.getFutureReplicaLogDir());
         });
+        op("alter-replica-log-dirs-same-dir", () -> {
+            var dirs = admin.describeLogDirs(List.of(brokerId)).allDescriptions().get().get(brokerId);
+            var replica = new TopicPartitionReplica(topic, 0, brokerId);
+            admin.alterReplicaLogDirs(Map.of(replica, dirs.keySet().iterator().next())).all().get();
+            return "ok";
+        });
+        op("alter-replica-log-dirs-unknown-dir", () -> admin.alterReplicaLogDirs(
+                Map.of(new TopicPartitionReplica(topic, 0, brokerId), "/no/such/log/dir")).all().get());
+        op("describe-features", () -> {
+            var f = admin.describeFeatures().featureMetadata().get();
+            return Check.obj("finalized", new TreeMap<>(f.finalizedFeatures()).keySet(),
+                    "supported", new TreeMap<>(f.supportedFeatures()).keySet());
+        });
 
         var acl = new AclBinding(new ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
                 new AccessControlEntry("User:" + user, "*", AclOperation.READ, AclPermissionType.ALLOW));

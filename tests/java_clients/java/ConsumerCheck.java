@@ -82,6 +82,19 @@ public final class ConsumerCheck {
         try (var c = new KafkaConsumer<String, String>(groupProps)) {
             c.subscribe(List.of(topic));
             Check.emit("check", "resume-from-committed", "offsets", offsets(c, 7));
+            describeGroup(bootstrap, group, "describe-group-live");
+        }
+        describeGroup(bootstrap, group, "describe-group-empty");
+    }
+
+    /** The admin client's view of the group: its type, state, assignor and members' assignments. */
+    static void describeGroup(String bootstrap, String group, String check) throws Exception {
+        try (Admin admin = Admin.create(Check.props(bootstrap))) {
+            var d = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+            var members = d.members().stream().map(m -> m.assignment().topicPartitions().stream()
+                    .map(tp -> tp.partition()).sorted().toList()).toList();
+            Check.emit("check", check, "type", d.type().toString(), "state", d.state().toString(),
+                    "assignor", d.partitionAssignor(), "members", members);
         }
     }
 
