@@ -64,6 +64,8 @@ def dump_log(data: bytes, base_offset: int, deep: bool, print_data: bool, name: 
                     f"valueSize: {-1 if record.value is None else len(record.value)} sequence: {sequence} "
                     f"headerKeys: [{','.join(k for k, _v in record.headers)}]"
                 )
+                if header.is_control:
+                    line += _control_marker(record.key, record.value)
                 if print_data and not header.is_control:
                     if record.key is not None:
                         line += f" key: {_text(record.key)}"
@@ -73,6 +75,18 @@ def dump_log(data: bytes, base_offset: int, deep: bool, print_data: bool, name: 
         position += size
     if position < len(data):
         yield f"Found {len(data) - position} invalid bytes at the end of {name or f'{base_offset:020d}.log'}"
+
+
+def _control_marker(key: bytes | None, value: bytes | None) -> str:
+    """What DumpLogSegments appends for a control record: a transaction marker's type and coordinator epoch (key:
+    version and type, int16 each; value: version int16, coordinator epoch int32), else the raw type id."""
+    if key is None or len(key) < 4:
+        return ""
+    control_type = struct.unpack_from(">h", key, 2)[0]
+    if control_type in (0, 1) and value is not None and len(value) >= 6:
+        epoch = struct.unpack_from(">i", value, 2)[0]
+        return f" endTxnMarker: {'ABORT' if control_type == 0 else 'COMMIT'} coordinatorEpoch: {epoch}"
+    return f" controlType: UNKNOWN({control_type})"
 
 
 def dump_index(data: bytes, base_offset: int, name: str) -> Iterator[str]:

@@ -100,7 +100,11 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "connections.max.idle.ms": (int, 600000),
 }
 
-SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key"})
+SENSITIVE = frozenset({
+    "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key",
+    # PEM contents Kafka types PASSWORD, so it never sends them back either
+    "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
+})
 """Kafka's PASSWORD-type configs among ours: DescribeConfigs reports them as sensitive, with no value."""
 
 LISTENER_PREFIX = "listener.name."

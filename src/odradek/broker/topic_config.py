@@ -50,7 +50,8 @@ ConfigValue = bool | int | float | str | tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
-    """One topic config as Kafka's LogConfig defines it; ``broker_name`` is its server-default synonym."""
+    """One topic config as Kafka's LogConfig defines it; ``broker_name`` is its server-default synonym ("" for the
+    throttled-replica lists, which have none in Kafka's ServerTopicConfigSynonyms)."""
 
     name: str
     type: ConfigType
@@ -150,13 +151,11 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
                   "Messages appended between fsyncs.", minimum=1),
         ConfigDef("flush.ms", _T.LONG, LONG_MAX, "log.flush.interval.ms",
                   "Maximum time between fsyncs.", minimum=0),
-        ConfigDef("follower.replication.throttled.replicas", _T.LIST, (),
-                  "follower.replication.throttled.replicas",
+        ConfigDef("follower.replication.throttled.replicas", _T.LIST, (), "",
                   "Replicas whose log replication is throttled on the follower side."),
         ConfigDef("index.interval.bytes", _T.INT, 4096, "log.index.interval.bytes",
                   "Bytes between offset-index entries.", minimum=0),
-        ConfigDef("leader.replication.throttled.replicas", _T.LIST, (),
-                  "leader.replication.throttled.replicas",
+        ConfigDef("leader.replication.throttled.replicas", _T.LIST, (), "",
                   "Replicas whose log replication is throttled on the leader side."),
         ConfigDef("max.compaction.lag.ms", _T.LONG, LONG_MAX, "log.cleaner.max.compaction.lag.ms",
                   "Maximum time a message stays ineligible for compaction.", minimum=1),
@@ -201,7 +200,7 @@ CONFIG_DEFS: dict[str, ConfigDef] = {
     )
 }
 
-_BROKER_SYNONYMS: dict[str, str] = {d.broker_name: d.name for d in CONFIG_DEFS.values()}
+_BROKER_SYNONYMS: dict[str, str] = {d.broker_name: d.name for d in CONFIG_DEFS.values() if d.broker_name}
 
 
 def definition(name: str) -> ConfigDef:
@@ -262,6 +261,12 @@ def resolve(
     }
 
 
+_NO_SERVER_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"})
+"""Broker synonyms whose Kafka default is null (the hours/scheduler setting behind them decides): Kafka's
+ConfigHelper lists no DEFAULT_CONFIG synonym for them (its ``dropWhile`` drops the hours one), and the topic
+config's own source is then DEFAULT_CONFIG with the topic default as value."""
+
+
 def describe(
     overrides: Mapping[str, ConfigValue],
     broker_defaults: Mapping[str, ConfigValue] | None = None,
@@ -282,8 +287,9 @@ def describe(
             synonyms.append(
                 (d.broker_name, d.render(broker_defaults[name]), ConfigSource.STATIC_BROKER_CONFIG)
             )
-        synonyms.append((d.broker_name, d.render(d.default), ConfigSource.DEFAULT_CONFIG))
-        value_text, source = synonyms[0][1], synonyms[0][2]
+        if d.broker_name and d.broker_name not in _NO_SERVER_DEFAULT:
+            synonyms.append((d.broker_name, d.render(d.default), ConfigSource.DEFAULT_CONFIG))
+        value_text, source = synonyms[0][1:] if synonyms else (d.render(d.default), ConfigSource.DEFAULT_CONFIG)
         entries.append(
             ConfigEntry(
                 name=name,

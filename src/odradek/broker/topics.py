@@ -20,23 +20,23 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def validate_topic_name(name: str) -> None:
-    """Kafka's Topic.validate: the same messages, so users recognise them."""
+def _invalid_reason(name: str) -> str | None:
     if not name:
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
+        return "the empty string is not allowed"
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.invalid_topic_exception, "Topic name cannot be \".\" or \"..\"")
+        return f"'{name}' is not allowed"
     if len(name) > MAX_NAME_LENGTH:
-        raise KafkaError(
-            ErrorCode.invalid_topic_exception,
-            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}",
-        )
+        return f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
     if not _LEGAL.match(name):
-        raise KafkaError(
-            ErrorCode.invalid_topic_exception,
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' "
-            "and '-'",
-        )
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka 3.9's Topic.validate: the same messages (``Topic name is invalid: <reason>``), so users recognise them,
+    and kafka-topics prints what it prints against Kafka."""
+    if (reason := _invalid_reason(name)) is not None:
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic name is invalid: {reason}")
 
 
 def collision_key(name: str) -> str:

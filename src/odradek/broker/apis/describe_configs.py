@@ -25,8 +25,28 @@ MAX_VERSION = 4
 
 TOPIC, BROKER = 2, 4
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
-_TYPES = {bool: 1, str: 2, int: 5}
-PASSWORD_TYPE = 9  # Kafka's ConfigType.PASSWORD: keys and passwords are never sent back
+# Kafka's ConfigType codes (DescribeConfigs v3+)
+BOOLEAN, STRING, INT, SHORT, LONG, LIST, PASSWORD_TYPE = 1, 2, 3, 4, 5, 7, 9
+# Kafka declares a broker config's type in KafkaConfig's ConfigDef; a Python int or str says too little, so the
+# names whose type is not INT (for numbers) or STRING (for text) are listed, as Kafka 3.9's DescribeConfigs types them
+_LONG = frozenset({
+    "connections.max.idle.ms", "connections.max.reauth.ms", "leader.imbalance.check.interval.seconds",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes", "log.retention.check.interval.ms",
+    "log.retention.ms", "log.roll.ms", "replica.lag.time.max.ms",
+})
+_SHORT = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
+_LIST = frozenset({
+    "group.consumer.assignors", "log.cleanup.policy", "sasl.enabled.mechanisms", "ssl.enabled.protocols",
+})
+
+
+def broker_config_type(name: str, kind: type) -> int:
+    """The ConfigType Kafka gives broker config ``name`` (whose value odradek holds as ``kind``)."""
+    if kind is bool:
+        return BOOLEAN
+    if kind is int:
+        return LONG if name in _LONG else SHORT if name in _SHORT else INT
+    return LIST if name in _LIST else STRING
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -45,7 +65,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if res.resource_type == TOPIC:
                 record = await services.topics.topic_record(res.resource_name)
                 if record is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
+                    # Kafka's ConfigHelper sets only the code: the message is the field's default, ""
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, "")
                 entries = [
                     entry_cls(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
@@ -79,7 +100,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         entry_cls(
                             name=name, value=None if sensitive else text, read_only=True, config_source=source,
                             is_sensitive=sensitive, is_default=source == DEFAULT_CONFIG, synonyms=(),
-                            config_type=PASSWORD_TYPE if sensitive else _TYPES.get(kind, 2),
+                            config_type=PASSWORD_TYPE if sensitive else broker_config_type(name, kind),
                             documentation=None,
                         )
                     )

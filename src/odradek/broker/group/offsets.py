@@ -288,13 +288,19 @@ class OffsetManager:
                    for tp in wanted}
         doomed = [tp for tp, code in results.items() if code is ErrorCode.none and tp in group.offsets]
         if doomed:
+            records: Records = [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed]
+            # Kafka's cleanupGroupMetadata: an Empty group left without offsets is Dead, and its record goes.
+            emptied = self._left_dead_empty(group, doomed)
+            if emptied:
+                records.append((encode_key(GroupKey(group_id)), None))
 
             def replay() -> None:
                 for tp in doomed:
                     self.replay_offset(group_id, tp, None, 0)
+                if emptied:
+                    self._replay_group_tombstone(group_id)
 
-            code = await self.ctx.runtime.write(self.ctx.partition_for(group_id),
-                                             [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed], replay)
+            code = await self.ctx.runtime.write(self.ctx.partition_for(group_id), records, replay)
             if code is not ErrorCode.none:
                 return group_error(code), {}
             log.info("deleted %d offsets of group %s", len(doomed), group_id)
