@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["RETRIABLE", "ErrorCode", "KafkaError"]
+__all__ = ["INVALID_REQUEST_MESSAGE", "RETRIABLE", "ErrorCode", "KafkaError"]
 
 
 class KafkaError(Exception):
@@ -19,6 +19,13 @@ class KafkaError(Exception):
         self.code = code
         self.message = message
 
+
+INVALID_REQUEST_MESSAGE = (
+    "This most likely occurs because of a request being malformed by the client library or the message was sent to an "
+    "incompatible broker. See the broker logs for more details."
+)
+"""Kafka's ``Errors.INVALID_REQUEST.message()``: what its error responses say when the handler throws before
+answering per resource (an unknown FindCoordinator key type, an unknown DescribeConfigs resource type)."""
 
 RETRIABLE: frozenset[ErrorCode] = frozenset(
     code for code in ErrorCode if getattr(code, "retriable", False)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Batch", "Call", "Closed", "Ref", "Scenario", "Topic", "Until"]
+__all__ = ["Batch", "Call", "Closed", "Ref", "Scenario", "Topic", "Until", "coordinator", "init_producer", "produce"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class Batch:
     timestamp_ms: int = 1_700_000_000_000
     corrupt_crc: bool = False
     magic: int | None = None
+    truncate: int = 0
+    """Drop this many bytes from the end of the last copy (a batch cut short)."""
     repeat: int = 1
     """Concatenate this many copies of the batch (each its own batch, for out-of-order sequences)."""
 
@@ -79,5 +81,31 @@ class Scenario:
     request: Call
     topics: tuple[Topic, ...] = ()
     setup: tuple[Call, ...] = ()
+    own: str = ""
+    """A dotted path to a list in the response that holds the whole cluster's entries (all groups, all
+    transactions): only the entries naming this scenario's topic, group or transactional id are compared."""
     raw: bytes | None = None
     """When set, these bytes are sent as the request body instead of encoding ``request.body`` (malformed input)."""
+
+
+# ---------------------------------------------------------------------------------------------- common steps
+
+
+def produce(batch: Batch | None = None, *, version: int = 9, partition: int = 0, acks: int = -1,
+            topic: str = "{topic}", transactional_id: str | None = None) -> Call:
+    """Produce one batch (default: one record ``v``) to a partition of the scenario's topic."""
+    return Call(0, version, {"transactional_id": transactional_id, "acks": acks, "timeout": 10000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": batch or Batch()}]}]})
+
+
+def coordinator(key: str, key_type: int = 0) -> Call:
+    """Wait until the group (0) or transaction (1) coordinator for ``key`` answers (its internal topic exists)."""
+    return Call(10, 3, {"key": key, "key_type": key_type}, until=lambda r: r["error_code"] == 0)
+
+
+def init_producer(transactional_id: str | None = None, *, prefix: str = "") -> Call:
+    """InitProducerId (v3), capturing ``{prefix}pid`` and ``{prefix}epoch``."""
+    return Call(22, 3, {"transactional_id": transactional_id, "transaction_timeout": 60000, "producer_id": -1,
+                        "producer_epoch": -1},
+                capture={f"{prefix}pid": "producer_id", f"{prefix}epoch": "producer_epoch"},
+                until=lambda r: r["error_code"] == 0)

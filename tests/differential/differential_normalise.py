@@ -22,6 +22,7 @@ __all__ = ["ABSENT", "RULES", "Diff", "Rule", "SelfIds", "compare", "glob", "nor
 ABSENT = "<absent>"
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_EPOCH_MS = re.compile(r"\b1[0-9]{12}\b")
 _ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
 
@@ -74,15 +75,18 @@ RULES: tuple[Rule, ...] = (
       for name in _NODE_FIELDS),
     Rule("*port", _self_port, "each broker listens on a free port of its own"),
     Rule("*topic_id", _uuid, "topic ids are random per cluster (the zero id, meaning none, is compared)"),
-    Rule("*producer_id", _mask("producer-id"), "producer ids come from each cluster's own id blocks"),
+    Rule("*producer_id", _mask("producer-id", keep=(-1,)), "producer ids come from each cluster's own id blocks"),
     Rule("*session_id", _mask("session"), "fetch session ids are random per broker"),
     Rule("finalized_features_epoch", _mask("epoch"), "the epoch of each cluster's metadata, not of the request"),
-    Rule("*log_append_time_ms", _mask("clock"), "the broker's clock when it appended"),
+    Rule("*log_append_time*", _mask("clock"), "the broker's clock when it appended"),
     Rule("*timestamp", _mask("clock"), "a broker clock (ListOffsets latest, describe times)"),
     Rule("*start_time*", _mask("clock"), "a broker clock (transaction and producer start times)"),
     Rule("*last_timestamp", _mask("clock"), "a broker clock (producer state)"),
     Rule("*txn_start_timestamp", _mask("clock"), "a broker clock"),
     Rule("*current_txn_start_offset", _mask("offset"), "where a transaction started in the log"),
+    Rule("*log_dir", _mask("dir"), "each broker's own log directory"),
+    Rule("*usable_bytes", _mask("bytes"), "free disk space, which moves with every write on the machine"),
+    Rule("*total_bytes", _mask("bytes"), "the size of the disk each broker's directory is on"),
     Rule("*coordinator_epoch", _mask("epoch"), "the epoch of each cluster's coordinator leadership"),
 )
 
@@ -104,13 +108,14 @@ def _strip_positions(path: str) -> str:
 
 
 def _strings(value: Any) -> Any:
+    """Random UUIDs (member ids) and epoch milliseconds (a broker's clock quoted in a message) inside strings."""
     if isinstance(value, str):
-        return _UUID.sub("<uuid>", value)
+        return _EPOCH_MS.sub("<ms>", _UUID.sub("<uuid>", value))
     return value
 
 
 def normalise(tree: Any, ids: SelfIds, path: str = "") -> Any:
-    """The tree with every rule applied (by path) and random UUIDs inside strings (member ids) masked."""
+    """The tree with every rule applied (by path), and random UUIDs and clock readings inside strings masked."""
     bare = _strip_positions(path)
     for pattern, rule in _COMPILED:
         if path and pattern.match(bare):

@@ -17,7 +17,7 @@ from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.config import BROKER_DEFAULTS, SENSITIVE
 from odradek.broker.topic_config import describe, validate_overrides
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import INVALID_REQUEST_MESSAGE, ErrorCode, KafkaError
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -36,7 +36,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     synonym_cls = nested(ctx, "DescribeConfigsSynonym")
     results = []
     for res in request.resources:
-        error, message, configs = ErrorCode.none, None, ()
+        # Kafka's ConfigHelper leaves the message at its default ("") on success and for an unknown topic
+        error, message, configs = ErrorCode.none, "", ()
         keys = set(res.configuration_keys) if res.configuration_keys else None
         try:
             refusal = authz.config_refusal(ctx, authz.Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
@@ -45,7 +46,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if res.resource_type == TOPIC:
                 record = await services.topics.topic_record(res.resource_name)
                 if record is None:
-                    raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist")
+                    raise KafkaError(ErrorCode.unknown_topic_or_partition, "")
                 entries = [
                     entry_cls(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
@@ -82,7 +83,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                 configs = tuple(entries)
             else:
-                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
+                raise KafkaError(ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(

@@ -70,7 +70,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     version = ctx.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
-    key = (version, cache.version, ctx.listener)
+    key = (version, cache.version, ctx.listener, getattr(request, "include_topic_authorized_operations", False),
+           getattr(request, "include_cluster_authorized_operations", False))
     checked = services.authorizer is not None
     answers = _answers.setdefault(cache, {}) if not checked else {}
     if all_topics and key in answers:
@@ -123,7 +124,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                 entries.append(topic_entry(meta, live, reachable, version))
     brokers = [(b.broker_id, b.host, b.port, b.rack) for b in on_listener]
     cluster_operations = -2147483648
-    if checked and version >= 8:
+    if version >= 8:  # without an authorizer every supported operation is allowed, as Kafka's AuthHelper says
         if getattr(request, "include_topic_authorized_operations", False):
             for entry in entries:
                 if entry.error_code == ErrorCode.none and entry.name is not None:
