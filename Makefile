@@ -3,20 +3,22 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-DEB_PACKAGES := kafkacat zookeeper default-jre-headless chromium chromium-driver nftables iproute2
+DEB_PACKAGES := kafkacat zookeeper default-jdk-headless maven chromium chromium-driver nftables iproute2
 ARGS ?=
 PYTEST_ARGS ?=
 # The brokers' event loop (src/odradek/event_loop.py): uvloop, or `make test ODRADEK_EVENT_LOOP=asyncio` to opt out.
 ODRADEK_EVENT_LOOP ?= uvloop
 export ODRADEK_EVENT_LOOP
 
-.PHONY: run test lint bench demo lab sysdeps venv clean
+.PHONY: run test lint bench demo lab sysdeps venv jars clean
 
 sysdeps:
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || missing="$$missing kafkacat"; \
 	[ -e /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
-	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v chromedriver >/dev/null 2>&1 || missing="$$missing chromium-driver"; \
 	command -v nft >/dev/null 2>&1 || missing="$$missing nftables"; \
@@ -42,7 +44,12 @@ venv: $(VENV)/.stamp-installed
 run: sysdeps venv
 	$(VENV)/bin/odradek up $(ARGS)
 
-test: sysdeps venv
+# Apache Kafka 3.9 and 4.x jars from Maven Central into .cache/jars (git-ignored, reused; $$ODRADEK_JAR_CACHE moves it):
+# the tests run real Kafka brokers, tools and Java clients beside odradek (src/odradek/apache_kafka).
+jars: sysdeps venv
+	$(PY) -m odradek.apache_kafka fetch
+
+test: sysdeps venv jars
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv

@@ -1,4 +1,5 @@
-"""Shared fixtures: real odradek brokers as subprocesses on random loopback ports."""
+"""Shared fixtures: real odradek brokers as subprocesses on random loopback ports; one real ZooKeeper for the session;
+Apache Kafka 3.9 (ZooKeeper mode, on that ZooKeeper) and 4.x (KRaft) brokers, one of each for the session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from brokers import BrokerProcess
+from odradek.apache_kafka import KAFKA_3, KAFKA_4, KafkaCluster
+from odradek.coordination.localzk import LocalZooKeeper
 
 
 @pytest.fixture
@@ -34,3 +37,34 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
 def broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     """A fresh single broker; consumer-group joins are not delayed (group.initial.rebalance.delay.ms=0)."""
     return broker_factory("--override", "group.initial.rebalance.delay.ms=0")
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    """One real ZooKeeper for the whole test session; it fails (never skips) when it cannot start."""
+    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_39(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[KafkaCluster]:
+    """One Apache Kafka 3.9 broker in ZooKeeper mode (a chroot of its own on the session's ZooKeeper), started once
+    per session and killed at its end; tests share it, each on topics (and groups) named for itself."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-3.9"), version=KAFKA_3, zookeeper=zookeeper.hosts).start()
+    try:
+        yield cluster
+    finally:
+        cluster.kill()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One Apache Kafka 4.x broker in KRaft combined mode, started once per session and killed at its end."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-4"), version=KAFKA_4).start()
+    try:
+        yield cluster
+    finally:
+        cluster.kill()

@@ -1,7 +1,7 @@
 """Fixtures for the coordination tests: a real ZooKeeper 3.8, the two backends, a cuttable TCP link.
 
-ZooKeeper is Debian's package (``/usr/share/java/zookeeper.jar``), started once per test session with ``java``
-directly on a random loopback port and a temporary data directory. It never skips: a missing JVM or jar fails.
+ZooKeeper is the session's one (the ``zookeeper`` fixture of ``tests/conftest.py``, Debian's package started with
+``java`` on a random loopback port). It never skips: a missing JVM or jar fails.
 Each test gets its own chroot, so tests cannot see each other's znodes.
 
 ``async def`` tests are run here with ``asyncio.run`` (no plugin needed) under a deadline.
@@ -34,16 +34,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     kwargs = {name: pyfuncitem.funcargs[name] for name in names}
     asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_DEADLINE_S))
     return True
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    """One real ZooKeeper for the whole test session; it fails (never skips) when it cannot start."""
-    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 # ------------------------------------------------------------------------------------------- backends

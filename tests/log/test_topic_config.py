@@ -100,8 +100,11 @@ def test_describe_reports_value_source_and_synonyms():
     retention = rows["retention.ms"]
     assert (retention.value, retention.source, retention.is_default) == ("1000", ConfigSource.DYNAMIC_TOPIC_CONFIG,
                                                                          False)
-    assert [s[2] for s in retention.synonyms] == [ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DEFAULT_CONFIG]
-    assert retention.synonyms[1] == ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG)
+    # log.retention.ms has no default of its own in Kafka (log.retention.hours decides): no DEFAULT_CONFIG synonym
+    assert retention.synonyms == (("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG),)
+    roll = rows["segment.ms"]
+    assert (roll.value, roll.source, roll.synonyms) == ("604800000", ConfigSource.DEFAULT_CONFIG, ())
+    assert rows["max.message.bytes"].synonyms == (("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG),)
     segment = rows["segment.bytes"]
     assert (segment.value, segment.source) == ("5000", ConfigSource.STATIC_BROKER_CONFIG)
     policy = rows["cleanup.policy"]

@@ -262,6 +262,12 @@ def resolve(
     }
 
 
+_NO_SERVER_DEFAULT = frozenset({"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"})
+"""Broker synonyms whose Kafka default is null (the hours/scheduler setting behind them decides): Kafka's
+ConfigHelper lists no DEFAULT_CONFIG synonym for them (its ``dropWhile`` drops the hours one), and the topic
+config's own source is then DEFAULT_CONFIG with the topic default as value."""
+
+
 def describe(
     overrides: Mapping[str, ConfigValue],
     broker_defaults: Mapping[str, ConfigValue] | None = None,
@@ -282,8 +288,9 @@ def describe(
             synonyms.append(
                 (d.broker_name, d.render(broker_defaults[name]), ConfigSource.STATIC_BROKER_CONFIG)
             )
-        synonyms.append((d.broker_name, d.render(d.default), ConfigSource.DEFAULT_CONFIG))
-        value_text, source = synonyms[0][1], synonyms[0][2]
+        if d.broker_name not in _NO_SERVER_DEFAULT:
+            synonyms.append((d.broker_name, d.render(d.default), ConfigSource.DEFAULT_CONFIG))
+        value_text, source = synonyms[0][1:] if synonyms else (d.render(d.default), ConfigSource.DEFAULT_CONFIG)
         entries.append(
             ConfigEntry(
                 name=name,

@@ -20,18 +20,22 @@ _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def validate_topic_name(name: str) -> None:
-    """Kafka's Topic.validate (3.9): the same messages, so users recognise them."""
-    reason = None
+def _invalid_reason(name: str) -> str | None:
     if not name:
-        reason = "the empty string is not allowed"
-    elif name in (".", ".."):
-        reason = f"'{name}' is not allowed"
-    elif len(name) > MAX_NAME_LENGTH:
-        reason = f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
-    elif not _LEGAL.match(name):
-        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
-    if reason is not None:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
+    if not _LEGAL.match(name):
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka 3.9's Topic.validate: the same messages (``Topic name is invalid: <reason>``), so users recognise them,
+    and kafka-topics prints what it prints against Kafka."""
+    if (reason := _invalid_reason(name)) is not None:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic name is invalid: {reason}")
 
 

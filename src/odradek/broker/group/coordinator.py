@@ -1773,8 +1773,13 @@ class GroupCoordinator:
         if doomed:
             for tp in doomed:
                 group.remove_offset(tp)
-            code = await self._append(self.partition_for(group_id),
-                                      [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed])
+            partition = self.partition_for(group_id)
+            tombstones: dict[int, list[tuple[bytes, bytes | None]]] = {
+                partition: [(encode_key(OffsetKey(group_id, *tp)), None) for tp in doomed]
+            }
+            # Kafka's cleanupGroupMetadata: an Empty group left without offsets is Dead (and its record goes).
+            self._drop_if_dead_empty(group, tombstones)
+            code = await self._append(partition, tombstones[partition])
             if code is not ErrorCode.none:
                 return _GROUP_STORE_ERRORS.get(code, code), {}
             log.info("deleted %d offsets of group %s", len(doomed), group_id)

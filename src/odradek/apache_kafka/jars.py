@@ -1,0 +1,104 @@
+"""Apache Kafka's runtime jars, by artifact name from Maven Central, into a git-ignored cache reused between runs.
+
+Kafka publishes no distribution tarball to Maven Central, only jars. A throwaway ``pom.xml`` naming the broker
+(``kafka_2.13``), the tools, the Java clients and a logging backend is generated beside the cache, and
+``mvn dependency:copy-dependencies`` copies every runtime jar into one ``lib/`` directory, the classpath of
+:func:`odradek.apache_kafka.java.java_command`. Maven's own ``~/.m2`` keeps the downloads, so a second cache (another
+worktree) fills from disk.
+
+The cache root is ``$ODRADEK_JAR_CACHE`` when set, else ``.cache/jars`` in the source checkout (the directory
+holding ``pyproject.toml`` above this package), else ``~/.cache/odradek/jars``; each version has
+``<root>/<version>/lib``. A ``.complete`` marker is written last, so an interrupted fetch is redone, and a file lock
+keeps concurrent test sessions from fetching the same version twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+__all__ = ["artifacts", "cache_root", "ensure"]
+
+_LOG4J2 = "2.25.5"
+"""The log4j 2 that kafka_2.13 4.4.0 itself depends on (log4j-core, log4j-api), so the bridge matches it."""
+
+
+def artifacts(version: str) -> list[tuple[str, str, str]]:
+    """(group, artifact, version) of every jar asked for; Maven adds their runtime dependencies.
+
+    Kafka's jars depend on slf4j-api 1.7.36 in 3.x and 4.x alike, so the logging backend is an slf4j 1.x binding:
+    reload4j for 3.x (the slf4j-reload4j 1.7.36 and reload4j 1.2.25 Kafka 3.9 ships), log4j 2 with its slf4j 1.x
+    bridge (``log4j-slf4j-impl``) for 4.x. The slf4j 2 bridge (``log4j-slf4j2-impl``) is not found by slf4j-api
+    1.7, which would then log nothing.
+    """
+    kafka = [
+        ("org.apache.kafka", "kafka_2.13", version),
+        ("org.apache.kafka", "kafka-tools", version),
+        ("org.apache.kafka", "kafka-clients", version),
+    ]
+    if version.startswith("3."):
+        return [*kafka, ("org.slf4j", "slf4j-reload4j", "1.7.36"), ("ch.qos.reload4j", "reload4j", "1.2.25")]
+    return [
+        *kafka,
+        ("org.apache.logging.log4j", "log4j-core", _LOG4J2),
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", _LOG4J2),
+    ]
+
+
+def cache_root() -> Path:
+    if env := os.environ.get("ODRADEK_JAR_CACHE"):
+        return Path(env)
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "pyproject.toml").exists():
+            return parent / ".cache" / "jars"
+    return Path.home() / ".cache" / "odradek" / "jars"
+
+
+def _pom(version: str) -> str:
+    deps = "".join(
+        f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>\n"
+        for g, a, v in artifacts(version)
+    )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>\n'
+        f"<groupId>odradek.cache</groupId><artifactId>apache-kafka-jars</artifactId><version>{version}</version>\n"
+        f"<dependencies>\n{deps}</dependencies></project>\n"
+    )
+
+
+def ensure(version: str, *, timeout_s: float = 900.0) -> Path:
+    """The ``lib/`` directory holding every runtime jar of Kafka ``version``, fetched with Maven on first use."""
+    home = cache_root() / version
+    lib = home / "lib"
+    done = home / ".complete"
+    if done.exists():
+        return lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("need Maven (`mvn`, Debian package maven) to fetch Apache Kafka's jars; see `make sysdeps`")
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():  # another session fetched it while this one waited
+            return lib
+        pom = home / "pom.xml"
+        pom.write_text(_pom(version))
+        staging = home / "lib.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(lib, ignore_errors=True)
+        result = subprocess.run(
+            [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", "-DincludeScope=runtime",
+             f"-DoutputDirectory={staging}"],
+            capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"mvn could not fetch Apache Kafka {version} (exit {result.returncode}):\n"
+                f"{result.stdout[-4000:]}{result.stderr[-4000:]}"
+            )
+        staging.rename(lib)
+        done.write_text(version + "\n")
+    return lib
