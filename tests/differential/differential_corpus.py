@@ -2,7 +2,8 @@
 
 A scenario names one request (API key, version, body) and the setup steps that must run first (create a topic, produce
 records, join a group...). Bodies are dicts in kio's field names; fields left out take kio's default or a neutral
-value. Inside a body, the strings ``{topic}``, ``{group}`` and ``{txn}`` become names unique to the scenario, and a
+value. Inside a body, the strings ``{topic}``, ``{group}`` and ``{txn}`` become names unique to the scenario
+(``{broker}`` the broker's own node id), and a
 :class:`Ref` takes a value a setup step captured on the same broker (a member id, a producer id), so a scenario reads
 the same whichever broker runs it.
 """
@@ -55,7 +56,9 @@ class Call:
 
     api_key: int
     version: int
-    body: Mapping[str, Any] = field(default_factory=dict)
+    body: Any = field(default_factory=dict)
+    """A dict in kio's field names; for the controller's APIs (4-7, which kio lacks) a request of
+    :mod:`odradek.controller.requests`."""
     capture: Mapping[str, str] = field(default_factory=dict)
     until: Until | None = None
 
@@ -81,6 +84,8 @@ class Scenario:
     request: Call
     topics: tuple[Topic, ...] = ()
     setup: tuple[Call, ...] = ()
+    against: str = "3.9"
+    """The Apache Kafka it is compared with: "4" for APIs Kafka 3.9 in ZooKeeper mode does not serve."""
     own: str = ""
     """A dotted path to a list in the response that holds the whole cluster's entries (all groups, all
     transactions): only the entries naming this scenario's topic, group or transactional id are compared."""

@@ -55,8 +55,19 @@ def _self_node(value: Any, ids: SelfIds) -> Any:
     return "<self>" if value == ids.node_id else value
 
 
+def _self_name(value: Any, ids: SelfIds) -> Any:
+    return "<self>" if value == str(ids.node_id) else value
+
+
 def _self_port(value: Any, ids: SelfIds) -> Any:
     return "<port>" if value == ids.port else value
+
+
+_KAFKA_UUID = re.compile(r"^[A-Za-z0-9_-]{22}$")
+
+
+def _member(value: Any, _ids: SelfIds) -> Any:
+    return "<uuid>" if isinstance(value, str) and _KAFKA_UUID.match(value) else value
 
 
 def _uuid(value: Any, _ids: SelfIds) -> Any:
@@ -73,8 +84,11 @@ RULES: tuple[Rule, ...] = (
     Rule("cluster_id", _mask("cluster"), "each cluster has its own random id"),
     *(Rule(f"*{name}", _self_node, "each broker has its own node id: its own id is masked, -1 and others compared")
       for name in _NODE_FIELDS),
+    Rule("*resource_name", _self_name, "a broker resource is named by the broker's own node id"),
     Rule("*port", _self_port, "each broker listens on a free port of its own"),
     Rule("*topic_id", _uuid, "topic ids are random per cluster (the zero id, meaning none, is compared)"),
+    Rule("*member_id", _member, "KIP-848 member ids are random (Kafka's Uuid in base64); classic ones keep their "
+         "client-id prefix and only the random UUID in them is masked"),
     Rule("*producer_id", _mask("producer-id", keep=(-1,)), "producer ids come from each cluster's own id blocks"),
     Rule("*session_id", _mask("session"), "fetch session ids are random per broker"),
     Rule("finalized_features_epoch", _mask("epoch"), "the epoch of each cluster's metadata, not of the request"),

@@ -13,17 +13,19 @@ import re
 import time
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from differential_corpus import Batch, Call, Closed, Ref, Scenario, Topic
 
+from odradek.controller.requests import VERSIONS as CONTROLLER_VERSIONS
+from odradek.controller.requests import decode_response, encode_body
 from odradek.protocol.client import BlockingConnection
 from odradek.protocol.entities import decode_entity, default_of, encode_entity, entity_schemas
 from odradek.protocol.records import decode_batch, encode_batch, iter_batches
 
-__all__ = ["Target", "build", "plain", "run_scenario"]
+__all__ = ["Target", "build", "plain", "resolve", "run_scenario"]
 
 SETUP_DEADLINE_S = 60.0
 REQUEST_TIMEOUT_S = 30.0
@@ -31,14 +33,24 @@ REQUEST_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class Target:
+    """A one-broker cluster; ``node_id`` is what it calls itself (``{broker}`` in bodies, a broker resource)."""
+
     name: str
     host: str
     port: int
+    node_id: int = -1
 
     @classmethod
     def of(cls, name: str, bootstrap: str) -> Target:
+        """The broker at ``bootstrap``, its node id asked with Metadata (until the broker knows itself: a fresh
+        Kafka answers with no brokers until its controller's first UpdateMetadata)."""
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        return cls(name, host, int(port))
+        session = _Session(cls(name, host, int(port)), Scenario("node-id", Call(3, 12)))
+        try:
+            response = session.step(Call(3, 12, {"topics": []}, until=lambda r: bool(r["brokers"])))
+        finally:
+            session.close()
+        return cls(name, host, int(port), int(response["brokers"][0]["node_id"]))
 
 
 # ---------------------------------------------------------------------------------------------- building bodies
@@ -86,9 +98,9 @@ def build(cls: type[Any], data: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def _names(scenario: Scenario) -> dict[str, str]:
+def _names(scenario: Scenario, target: Target) -> dict[str, str]:
     slug = re.sub(r"[^a-zA-Z0-9.-]", "-", scenario.name)
-    return {"topic": f"d.{slug}", "group": f"g.{slug}", "txn": f"t.{slug}"}
+    return {"topic": f"d.{slug}", "group": f"g.{slug}", "txn": f"t.{slug}", "broker": str(target.node_id)}
 
 
 def _batch_bytes(batch: Batch, captured: Mapping[str, Any]) -> bytes:
@@ -131,7 +143,7 @@ def plain(value: Any) -> Any:
     """Dicts, lists and scalars: timedeltas in ms, uuids as strings, record batches as their records."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain_field(f, getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return [plain(v) for v in value]
     if isinstance(value, datetime.datetime):
         return int(value.timestamp() * 1000)
@@ -182,7 +194,7 @@ def _get(tree: Any, path: str) -> Any:
 class _Session:
     def __init__(self, target: Target, scenario: Scenario) -> None:
         self.target = target
-        self.names = _names(scenario)
+        self.names = _names(scenario, target)
         self.captured: dict[str, Any] = {}
         self.conn: BlockingConnection | None = None
 
@@ -199,19 +211,27 @@ class _Session:
 
     def send(self, call: Call, raw: bytes | None = None) -> Any:
         """The plain response, or :class:`Closed` when the broker hangs up (the connection is then reopened)."""
+        if call.api_key in CONTROLLER_VERSIONS:  # kio has no schemas for these: odradek's own codec
+            return self._exchange(call, encode_body(call.body), True, True,
+                                  lambda frame, offset: decode_response(call.api_key, frame[offset:]))
         schemas = entity_schemas(call.api_key, call.version)
         if raw is None:
             body: Any = encode_entity(build(schemas.request, resolve(call.body, self.names, self.captured)))
         else:
             body = raw
+        return self._exchange(call, body, schemas.flexible_request, schemas.flexible_response,
+                              lambda frame, offset: decode_entity(schemas.response, frame, offset))
+
+    def _exchange(self, call: Call, body: Any, flexible_request: bool, flexible_response: bool,
+                  decode: Callable[[memoryview, int], Any]) -> Any:
         try:
             frame, offset = self.connection().request(call.api_key, call.version, body,
-                                                      flexible_request=schemas.flexible_request,
-                                                      flexible_response=schemas.flexible_response)
+                                                      flexible_request=flexible_request,
+                                                      flexible_response=flexible_response)
         except (ConnectionError, OSError):
             self.close()
             return Closed()
-        return plain(decode_entity(schemas.response, frame, offset))
+        return plain(decode(frame, offset))
 
     def step(self, call: Call) -> Any:
         deadline = time.monotonic() + SETUP_DEADLINE_S
@@ -261,13 +281,8 @@ def run_scenario(target: Target, scenario: Scenario) -> Any:
             session.step(call)
         response = session.send(scenario.request, scenario.raw)
         if scenario.own and not isinstance(response, Closed):
-            _keep_own(response, scenario.own, set(session.names.values()))
+            _keep_own(response, scenario.own, {v for k, v in session.names.items() if k != "broker"})
         return response
     finally:
         session.close()
 
-
-def node_id_of(target: Target) -> int:
-    """The broker's own node id, from a Metadata answer (the corpus's brokers are alone in their clusters)."""
-    response = run_scenario(target, Scenario("node-id", Call(3, 12, {"topics": []})))
-    return int(response["brokers"][0]["node_id"])

@@ -1,13 +1,17 @@
 """Cluster-wide and security APIs on a broker without an authorizer or SASL: DescribeCluster (60),
 DescribeLogDirs (35), ElectLeaders (43), partition reassignments (45, 46), AlterReplicaLogDirs (34), ACLs (29, 30,
 31), SASL on a PLAINTEXT listener (17, 36), client quotas (48, 49), SCRAM credentials (50, 51), telemetry (71) and
-KIP-848's consumer group APIs (68, 69), which Kafka 3.9 in ZooKeeper mode does not serve."""
+KIP-848's consumer group APIs (68, 69) and DescribeTopicPartitions (75), which Kafka 3.9 in ZooKeeper mode does not
+serve: those are compared with Kafka 4.x."""
 
 from __future__ import annotations
 
-from differential_corpus import Call, Scenario, Topic
+from differential_corpus import Call, Scenario, Topic, coordinator
 
 _T = (Topic(),)
+_GROUP = (coordinator("{group}"), Call(69, 0, {"group_ids": ["{group}"]},
+                                      until=lambda r: r["groups"][0]["error_code"] not in (14, 15, 16)))
+"""The group's coordinator found and loaded (Kafka 4's answers NOT_COORDINATOR a while after FindCoordinator)."""
 _ANY, _LITERAL, _TOPIC_RESOURCE = 1, 3, 2
 
 SCENARIOS = [
@@ -64,12 +68,27 @@ SCENARIOS = [
         "deletions": [{"name": "{group}", "mechanism": 1}], "upsertions": []})),
     Scenario("alter-user-scram-credentials.v0.bad-iterations", Call(51, 0, {"deletions": [], "upsertions": [{
         "name": "{group}", "mechanism": 1, "iterations": 1, "salt": b"salt", "salted_password": b"x" * 32}]})),
-    Scenario("get-telemetry-subscriptions.v0", Call(71, 0, {"client_instance_id": "00000000-0000-0000-0000-"
-                                                                                  "000000000000"})),
+    *(Scenario(f"get-telemetry-subscriptions.v0.kafka-{v}", Call(71, 0, {
+        "client_instance_id": "00000000-0000-0000-0000-000000000000"}), against=v) for v in ("3.9", "4")),
     Scenario("consumer-group-heartbeat.v0.join", Call(68, 0, {
         "group_id": "{group}", "member_id": "", "member_epoch": 0, "rebalance_timeout": 30000,
-        "subscribed_topic_names": ["{topic}"], "topic_partitions": []}), topics=_T),
-    Scenario("consumer-group-describe.v0.unknown", Call(69, 0, {"group_ids": ["{group}"]})),
+        "subscribed_topic_names": ["{topic}"], "topic_partitions": []}), topics=_T, setup=_GROUP, against="4"),
+    Scenario("consumer-group-heartbeat.v0.unknown-member", Call(68, 0, {
+        "group_id": "{group}", "member_id": "nobody", "member_epoch": 3, "rebalance_timeout": 30000,
+        "subscribed_topic_names": ["{topic}"], "topic_partitions": []}), topics=_T, setup=_GROUP, against="4"),
+    Scenario("consumer-group-describe.v0.unknown", Call(69, 0, {"group_ids": ["{group}"]}), setup=_GROUP,
+             against="4"),
+    Scenario("consumer-group-describe.v0.one-member", Call(69, 0, {"group_ids": ["{group}"]}), topics=_T,
+             setup=(*_GROUP, Call(68, 0, {
+                 "group_id": "{group}", "member_id": "", "member_epoch": 0, "rebalance_timeout": 30000,
+                 "subscribed_topic_names": ["{topic}"], "topic_partitions": []})), against="4"),
+    Scenario("write-txn-markers.v1.unknown-topic", Call(27, 1, {"markers": [{
+        "producer_id": 4242, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+        "topics": [{"name": "{topic}", "partition_indexes": [0]}]}]})),
+    Scenario("write-txn-markers.v1.commit-without-transaction", Call(27, 1, {"markers": [{
+        "producer_id": 4242, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+        "topics": [{"name": "{topic}", "partition_indexes": [0]}]}]}), topics=_T),
     Scenario("describe-topic-partitions.v0.topic", Call(75, 0, {"topics": [{"name": "{topic}"}],
-                                                                "response_partition_limit": 100}), topics=_T),
+                                                                "response_partition_limit": 100}), topics=_T,
+             against="4"),
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.broker.config import BROKER_DEFAULTS, SENSITIVE
+from odradek.broker.config import BROKER_DEFAULTS, KAFKA_CONFIG_TYPES, SENSITIVE
 from odradek.broker.topic_config import describe, validate_overrides
 from odradek.errors import INVALID_REQUEST_MESSAGE, ErrorCode, KafkaError
 
@@ -26,6 +26,8 @@ MAX_VERSION = 4
 TOPIC, BROKER = 2, 4
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 _TYPES = {bool: 1, str: 2, int: 5}
+"""Kafka's ConfigDef.Type ids by Python kind; :data:`KAFKA_CONFIG_TYPES` names the configs they do not fit."""
+_TYPE_IDS = {"INT": 3, "SHORT": 4, "LIST": 7}
 PASSWORD_TYPE = 9  # Kafka's ConfigType.PASSWORD: keys and passwords are never sent back
 
 
@@ -37,7 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for res in request.resources:
         # Kafka's ConfigHelper leaves the message at its default ("") on success and for an unknown topic
-        error, message, configs = ErrorCode.none, "", ()
+        error, configs = ErrorCode.none, ()
+        message: str | None = ""
         keys = set(res.configuration_keys) if res.configuration_keys else None
         try:
             refusal = authz.config_refusal(ctx, authz.Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
@@ -77,7 +80,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         entry_cls(
                             name=name, value=None if sensitive else text, read_only=True, config_source=source,
                             is_sensitive=sensitive, is_default=source == DEFAULT_CONFIG, synonyms=(),
-                            config_type=PASSWORD_TYPE if sensitive else _TYPES.get(kind, 2),
+                            config_type=PASSWORD_TYPE if sensitive else _TYPE_IDS.get(
+                                KAFKA_CONFIG_TYPES.get(name, ""), _TYPES.get(kind, 2)),
                             documentation=None,
                         )
                     )

@@ -17,6 +17,7 @@ in mechanics only:
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import logging
 import struct
@@ -82,6 +83,15 @@ log = logging.getLogger(__name__)
 UNKNOWN_MEMBER_ID = ""
 LOAD_YIELD_EVERY = 64
 """Batches read between yields to the event loop while loading a partition."""
+
+
+def new_member_id() -> str:
+    """A KIP-848 member id as Kafka's coordinator makes one, ``Uuid.randomUuid().toString()``: 16 random bytes in
+    URL-safe base64 without padding, never starting with '-' (which a command line would take for an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 @dataclass(eq=False, slots=True)
@@ -429,7 +439,7 @@ class GroupCoordinator:
             if code is not ErrorCode.none:
                 return HeartbeatResult(code, "could not store the group's records")
             return HeartbeatResult(ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
-        result = self.consumer_groups.heartbeat(req, topics, lambda: uuid.uuid4().hex)
+        result = self.consumer_groups.heartbeat(req, topics, new_member_id)
         group = self.consumer_groups.groups.get(req.group_id)
         if result.error is ErrorCode.none and group is not None:
             if req.group_id not in self._groups:
