@@ -182,6 +182,19 @@ def _records(data: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def _known(api_key: int, version: int) -> bool:
+    try:
+        entity_schemas(api_key, version)
+    except Exception:  # kio's UnknownAPIKey / UnknownEntity: no schema for this key or version
+        return False
+    return True
+
+
+def _newest_flexible(api_key: int) -> bool:
+    known = [v for v in range(32) if _known(api_key, v)]
+    return bool(known) and entity_schemas(api_key, known[-1]).flexible_request
+
+
 def _get(tree: Any, path: str) -> Any:
     for part in path.split("."):
         tree = tree[int(part)] if isinstance(tree, list) else tree[part]
@@ -214,6 +227,12 @@ class _Session:
         if call.api_key in CONTROLLER_VERSIONS:  # kio has no schemas for these: odradek's own codec
             return self._exchange(call, encode_body(call.body), True, True,
                                   lambda frame, offset: decode_response(call.api_key, frame[offset:]))
+        if raw is not None and not _known(call.api_key, call.version):
+            # a version (or key) no schema has: the header a client sends for a version newer than it knows of
+            # (v2 where the API's newest known version is flexible), and only ApiVersions may answer (KIP-511's v0)
+            v0 = entity_schemas(18, 0).response
+            return self._exchange(call, raw, _newest_flexible(call.api_key), False,
+                                  lambda frame, offset: decode_entity(v0, frame, offset))
         schemas = entity_schemas(call.api_key, call.version)
         if raw is None:
             body: Any = encode_entity(build(schemas.request, resolve(call.body, self.names, self.captured)))
