@@ -4,8 +4,8 @@ Advertises exactly the APIs whose modules exist in ``broker/apis`` with the rang
 say ``ADVERTISED = False`` (served, but hidden as Kafka hides them: the client-telemetry keys). A request for a
 newer ApiVersions version than we know is answered with a v0 response carrying UNSUPPORTED_VERSION and ApiVersions'
 own range (KIP-511, as Kafka answers it), so clients retry with a version we speak. v3+ clients send their software
-name and version, which we accept without checking. v3+ answers also carry the features Kafka 4.0 brokers advertise for KIP-848:
-``group.version`` supported 0-1 and finalized at 1 (the consumer group protocol is on).
+name and version, which we accept without checking. v3+ answers also carry the features Kafka 4.0 brokers advertise
+for KIP-848: ``group.version`` supported 0-1 and finalized at 1 (the consumer group protocol is on).
 """
 
 from __future__ import annotations
