@@ -94,12 +94,9 @@ RULES: tuple[Rule, ...] = (
     Rule("finalized_features_epoch", _mask("epoch"), "the epoch of each cluster's metadata, not of the request"),
     Rule("*log_append_time*", _mask("clock"), "the broker's clock when it appended"),
     Rule("*start_time*", _mask("clock"), "a broker clock (transaction and producer start times)"),
-    Rule("*txn_start_timestamp", _mask("clock"), "a broker clock"),
-    Rule("*current_txn_start_offset", _mask("offset"), "where a transaction started in the log"),
     Rule("*log_dir", _mask("dir"), "each broker's own log directory"),
     Rule("*usable_bytes", _mask("bytes"), "free disk space, which moves with every write on the machine"),
     Rule("*total_bytes", _mask("bytes"), "the size of the disk each broker's directory is on"),
-    Rule("*coordinator_epoch", _mask("epoch"), "the epoch of each cluster's coordinator leadership"),
 )
 
 IDENTITY_FIELDS = ("api_key", "name", "topic", "topic_name", "partition_index", "index", "partition", "group_id",
