@@ -67,9 +67,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 configs = tuple(entries)
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(services.broker_id)):
-                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
+                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected "
+                                     f"{services.broker_id} or empty string, but received {res.resource_name}")
                 entries = []
-                for name, (kind, default) in sorted(BROKER_DEFAULTS.items()):
+                # the empty name is the cluster-wide default resource: Kafka lists its dynamic default configs
+                # there, and odradek has none (every broker config is static)
+                static = sorted(BROKER_DEFAULTS.items()) if res.resource_name else []
+                for name, (kind, default) in static:
                     if keys is not None and name not in keys:
                         continue
                     value = services.config[name]
