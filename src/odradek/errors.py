@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["INVALID_REQUEST_MESSAGE", "RETRIABLE", "ErrorCode", "KafkaError"]
+__all__ = ["INVALID_REQUEST_MESSAGE", "RETRIABLE", "ErrorCode", "KafkaError", "RecordValidationError"]
 
 
 class KafkaError(Exception):
@@ -18,6 +18,18 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+class RecordValidationError(KafkaError):
+    """INVALID_RECORD for particular records of a batch, as Kafka's RecordValidationException: each error is the
+    record's index in its batch and a message, and the whole message lists the first three as Java prints them."""
+
+    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in record_errors[:3])
+        super().__init__(ErrorCode.invalid_record,
+                         f"One or more records have been rejected due to {len(record_errors)} record errors in "
+                         f"total, and only showing the first three errors at most: [{shown}]")
+        self.record_errors = record_errors
 
 
 INVALID_REQUEST_MESSAGE = (

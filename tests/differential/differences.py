@@ -92,10 +92,6 @@ DIFFERENCES: tuple[Difference, ...] = (
                "odradek answers with the deleted topic's id, as KRaft brokers and Kafka 4.x do; Kafka 3.9 in "
                "ZooKeeper mode leaves it zero"),
     # produce
-    Difference("produce.v9.compact-needs-keys", "*partition_responses[0].*",
-               "odradek validates batches from their headers without decompressing them, so it cannot see a "
-               "record without a key on a compacted topic; Kafka's LogValidator refuses it (INVALID_RECORD with a "
-               "record error)"),
     Difference("produce.v9.idempotent-duplicate", "*log_append_time",
                "Kafka answers a duplicate batch with its first append's max timestamp as log_append_time; "
                "odradek's producer state keeps offsets and sequences only, and answers -1"),

@@ -15,7 +15,8 @@ asks the transaction coordinator whether the partition was added to the transact
 INVALID_TXN_STATE if not; its retriable errors arrive as NOT_ENOUGH_REPLICAS, which producers retry. A
 marker written while that question was out invalidates the answer (INVALID_TXN_STATE), so a late batch never reopens
 an ended transaction. The log then checks epochs (INVALID_PRODUCER_EPOCH), sequences, and that a producer with an
-open transaction writes only transactional batches (INVALID_TXN_STATE).
+open transaction writes only transactional batches (INVALID_TXN_STATE). A compacted topic refuses records without a
+key (INVALID_RECORD with one record error each, as Kafka's LogValidator).
 
 Client quotas (``producer_byte_rate``): once the request is done, its size is recorded against the client's quota
 as Kafka's KafkaApis does; over it, the response carries the throttle time and the connection is muted that long
@@ -40,7 +41,7 @@ from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.replica import Partition
 from odradek.broker.topics import INTERNAL_TOPICS
 from odradek.broker.txn.service import to_producer
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode, KafkaError, RecordValidationError
 from odradek.placement.model import TopicPartition
 from odradek.protocol.encoders import ProducePartitionResult, encode_produce_response
 from odradek.protocol.records import HEADER_SIZE, read_header
@@ -220,6 +221,8 @@ def _refuse(result: ProducePartitionResult, topic: str, index: int, exc: KafkaEr
         result.error_message = _INVALID_TIMESTAMP
     elif exc.code == ErrorCode.invalid_record or custom_message:
         result.error_message = exc.message
+        if isinstance(exc, RecordValidationError):
+            result.record_errors = list(exc.record_errors)
     if exc.code not in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
                         ErrorCode.topic_authorization_failed):
         log.info("produce to %s-%d refused: %s", topic, index, exc)
