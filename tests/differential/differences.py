@@ -92,9 +92,6 @@ DIFFERENCES: tuple[Difference, ...] = (
                "odradek answers with the deleted topic's id, as KRaft brokers and Kafka 4.x do; Kafka 3.9 in "
                "ZooKeeper mode leaves it zero"),
     # produce
-    Difference("produce.v9.idempotent-duplicate", "*log_append_time",
-               "Kafka answers a duplicate batch with its first append's max timestamp as log_append_time; "
-               "odradek's producer state keeps offsets and sequences only, and answers -1"),
     # admin messages in Scala's words
     Difference("alter-partition-reassignments.v0.unknown-broker", "*partitions[0].error_message",
                "Kafka's message prints Scala collections (`ArrayBuffer(77)`, `Set(1)`); odradek names the "
