@@ -1,5 +1,6 @@
-"""GetTelemetrySubscriptions (issue 12): hidden from ApiVersions and answered with an empty subscription, as a Kafka
-broker without a client-telemetry receiver does; librdkafka (which asks only when the key is advertised) works on."""
+"""GetTelemetrySubscriptions (issue 12): hidden from ApiVersions, as a Kafka broker without a client-telemetry
+receiver hides it, and answered with an empty subscription (such a Kafka closes the connection instead: a listed
+difference); librdkafka (which asks only when the key is advertised) works on."""
 
 from __future__ import annotations
 

@@ -100,6 +100,32 @@ BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
     "connections.max.idle.ms": (int, 600000),
 }
 
+
+def _typed(kafka_type: str, *names: str) -> dict[str, str]:
+    return dict.fromkeys(names, kafka_type)
+
+
+KAFKA_CONFIG_TYPES: dict[str, str] = {
+    **_typed("INT", "broker.id", "num.partitions", "default.replication.factor", "message.max.bytes",
+            "socket.request.max.bytes", "offsets.topic.num.partitions", "offsets.topic.segment.bytes",
+            "offsets.retention.minutes", "offsets.commit.timeout.ms", "group.initial.rebalance.delay.ms",
+            "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.max.size",
+            "group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "min.insync.replicas",
+            "replica.fetch.max.bytes", "replica.fetch.wait.max.ms", "max.incremental.fetch.session.cache.slots",
+            "leader.imbalance.per.broker.percentage", "controlled.shutdown.max.retries", "log.segment.bytes",
+            "log.index.interval.bytes", "producer.id.expiration.ms", "transaction.state.log.num.partitions",
+            "transaction.state.log.min.isr", "transaction.state.log.segment.bytes", "transaction.max.timeout.ms",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms", "transactional.id.expiration.ms",
+            "transaction.remove.expired.transaction.cleanup.interval.ms", "request.timeout.ms", "quota.window.num",
+            "quota.window.size.seconds", "zookeeper.session.timeout.ms",
+            "connection.failed.authentication.delay.ms", "max.connections", "max.connections.per.ip"),
+    **_typed("SHORT", "offsets.topic.replication.factor", "transaction.state.log.replication.factor"),
+    **_typed("LIST", "group.consumer.assignors", "log.cleanup.policy", "sasl.enabled.mechanisms",
+            "ssl.enabled.protocols"),
+}
+"""Kafka's ConfigDef type of the broker configs whose Python kind above does not tell it (an ``int`` is Kafka's LONG
+and a ``str`` its STRING unless named here), as DescribeConfigs reports them; read from Kafka 3.9's own answer."""
+
 SENSITIVE = frozenset({
     "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key",
     # PEM contents Kafka types PASSWORD, so it never sends them back either

@@ -402,7 +402,7 @@ class Connection:
         if api is None:
             raise FrameError(f"unknown API key {key} (version {version})")
         if key == API_VERSIONS_KEY and version > api.MAX_VERSION:
-            # KIP-511: answer a too-new ApiVersions with a v0 response carrying the error and our ranges.
+            # KIP-511: answer a too-new ApiVersions with a v0 response carrying the error and its own range.
             return encode_response(correlation_id, api.unsupported_version_response(apis))
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
             raise FrameError(

@@ -22,7 +22,7 @@ from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
 from odradek.broker.stats import BrokerStats
 from odradek.clock import Clock
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import ErrorCode, KafkaError, RecordValidationError
 from odradek.placement.model import TopicPartition
 from odradek.protocol.records import BatchHeader, Record, decode_batch, iter_batches, validate_produce
 
@@ -117,6 +117,8 @@ class ReplicaManager:
         for h in headers:
             if h.size > max_bytes:
                 raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
+        if "compact" in part.log.config.cleanup_policy:
+            _require_keys(buf, f"{topic}-{index}")
         appended = part.append_as_leader(buf, headers, self.clock.now_ms())
         self.stats.appended(topic, sum(h.records_count for h in headers), len(buf))
         return appended, part
@@ -230,3 +232,16 @@ class OffsetsTopicLog:
                 yield decode_batch(buf, position)
                 offset = header.next_offset
 
+
+def _require_keys(records: bytearray, partition: str) -> None:
+    """A compacted topic keeps the last record per key, so a record without one is refused, as Kafka's
+    LogValidator does (the only produce check that reads inside batches, decompressing them: compacted topics
+    only)."""
+    errors = [
+        (i, f"Compacted topic cannot accept message without key in topic partition {partition}")
+        for position, _header in iter_batches(records)
+        for i, record in enumerate(decode_batch(records, position)[1])
+        if record.key is None
+    ]
+    if errors:
+        raise RecordValidationError(errors)

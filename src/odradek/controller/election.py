@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.controller.context import ControllerContext, LeaderIsr, TopicPartition
+from odradek.controller.results import ELECTION_NOT_NEEDED
 from odradek.errors import ErrorCode
 from odradek.placement import (
     controlled_shutdown_election,
@@ -98,7 +99,7 @@ def elect_leader(
             )
     elif kind is Election.PREFERRED:
         if replicas and current.leader == replicas[0]:
-            return NotElected(tp, ErrorCode.election_not_needed, f"preferred replica {replicas[0]} already leads")
+            return NotElected(tp, ErrorCode.election_not_needed, ELECTION_NOT_NEEDED)
         result = preferred_election(replicas, isr, live, current.leader_epoch)
         recipients = tuple(replicas)
         if result.leader is None:

@@ -14,7 +14,7 @@ from odradek.controller.election import Election
 from odradek.controller.events import AutoRebalance, PreferredZnode
 from odradek.controller.machines import PartitionStateMachine
 from odradek.controller.plan import Plan
-from odradek.controller.results import PREFERRED, UNCLEAN, PartitionResult
+from odradek.controller.results import ELECTION_NOT_NEEDED, NO_SUCH_PARTITION, PREFERRED, UNCLEAN, PartitionResult
 from odradek.controller.shared import Shared
 from odradek.controller.states import PartitionState
 from odradek.coordination.znodes import PREFERRED_REPLICA_ELECTION
@@ -61,7 +61,7 @@ class PreferredElectionManager:
             results = await self._partitions.to(known, P.ONLINE, Election.PREFERRED)
             for tp in partitions:
                 if tp not in ctx.assignments:
-                    results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+                    results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, NO_SUCH_PARTITION)
             return results
         finally:
             ctx.preferred_election_in_progress -= partitions
@@ -84,9 +84,9 @@ class PreferredElectionManager:
         for tp in wanted:
             state = ctx.leadership.get(tp)
             if tp not in ctx.assignments or state is None:
-                results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+                results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, NO_SUCH_PARTITION)
             elif state.leader in ctx.live_broker_ids:
-                results[tp] = PartitionResult(ErrorCode.election_not_needed, f"{tp} has leader {state.leader}")
+                results[tp] = PartitionResult(ErrorCode.election_not_needed, ELECTION_NOT_NEEDED)
             else:
                 candidates.append(tp)
         results.update(await self._partitions.to(candidates, P.ONLINE, Election.OFFLINE, force_unclean=True))

@@ -66,8 +66,9 @@ class ReassignmentManager:
         for tp, target in sorted(wanted.items()):
             if target is None:
                 if tp not in ctx.being_reassigned:
+                    # Kafka's default message for the error
                     results[tp] = PartitionResult(ErrorCode.no_reassignment_in_progress,
-                                                  f"no reassignment of {tp} in progress")
+                                                  "No partition reassignment is in progress.")
                     continue
                 # Cancelling is reassigning back to the original replicas.
                 await self.reassign(tp, ctx.assignments[tp].origin)

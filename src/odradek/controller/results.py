@@ -11,11 +11,16 @@ from dataclasses import dataclass
 
 from odradek.errors import ErrorCode
 
-__all__ = ["PREFERRED", "UNCLEAN", "PartitionResult", "ReassignmentState"]
+__all__ = ["ELECTION_NOT_NEEDED", "NO_SUCH_PARTITION", "PREFERRED", "UNCLEAN", "PartitionResult", "ReassignmentState"]
 
 PREFERRED = 0
 """ElectLeaders ``election_type`` values, as in Kafka's ``ElectionType``."""
 UNCLEAN = 1
+
+ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."
+"""Kafka's messages for these ElectLeaders answers (its ``Errors`` default and KafkaController's own), which admin
+clients print."""
+NO_SUCH_PARTITION = "The partition does not exist."
 
 
 @dataclass(frozen=True, slots=True)

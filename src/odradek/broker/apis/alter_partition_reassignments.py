@@ -27,7 +27,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         (t.name, p.partition_index): (None if p.replicas is None else [int(r) for r in p.replicas])
         for t in request.topics for p in t.partitions
     }
-    top_error, top_message = ErrorCode.none, None
+    top_error = ErrorCode.none
+    top_message: str | None = ""  # Kafka leaves the message at its default, "", on success
     outcomes: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     controller = ctx.services.controller
     if not authz.allowed(ctx, authz.Operation.ALTER, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
@@ -42,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             top_error, top_message = exc.code, exc.message
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition) in sorted(wanted):
-        error, message = outcomes.get((topic, partition), (top_error, top_message))
+        error, message = outcomes.get((topic, partition), (top_error, top_message or None))
         by_topic.setdefault(topic, []).append(
             part_cls(partition_index=partition, error_code=error, error_message=message)
         )

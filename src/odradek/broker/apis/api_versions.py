@@ -2,10 +2,10 @@
 
 Advertises exactly the APIs whose modules exist in ``broker/apis`` with the ranges they declare, except those that
 say ``ADVERTISED = False`` (served, but hidden as Kafka hides them: the client-telemetry keys). A request for a
-newer ApiVersions version than we know is answered with a v0 response carrying UNSUPPORTED_VERSION and the list
-(KIP-511), so clients retry with a version we speak. v3+ clients send their software name and version, which we
-accept without checking. v3+ answers also carry the features Kafka 4.0 brokers advertise for KIP-848:
-``group.version`` supported 0-1 and finalized at 1 (the consumer group protocol is on).
+newer ApiVersions version than we know is answered with a v0 response carrying UNSUPPORTED_VERSION and ApiVersions'
+own range (KIP-511, as Kafka answers it), so clients retry with a version we speak. v3+ clients send their software
+name and version, which we accept without checking. v3+ answers also carry the features Kafka 4.0 brokers advertise
+for KIP-848: ``group.version`` supported 0-1 and finalized at 1 (the consumer group protocol is on).
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def unsupported_version_response(apis: Mapping[int, Any]) -> Any:
-    """KIP-511's fallback: the v0 response with error 35 and the broker's list of ``apis``."""
+    """KIP-511's fallback: the v0 response with error 35 and ApiVersions' own range alone, as Kafka's
+    ApiVersionsRequest.getErrorResponse answers (the client retries at the newest version it shares with us, and
+    learns the other ranges from that answer)."""
     cls = load_response_schema(API_KEY, 0)
     module = __import__(cls.__module__, fromlist=["ApiVersion"])
-    return fit(cls, error_code=ErrorCode.unsupported_version, api_keys=_api_list(apis, module.ApiVersion))
+    return fit(cls, error_code=ErrorCode.unsupported_version,
+               api_keys=_api_list({API_KEY: apis[API_KEY]}, module.ApiVersion))

@@ -50,10 +50,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             described.append(
                 group_cls(
                     error_code=error,
+                    error_message=f"Group {group_id} not found." if error == ErrorCode.group_id_not_found else None,
                     group_id=group_id,
-                    group_state="Dead",
-                    group_epoch=-1,
-                    assignment_epoch=-1,
+                    group_state="",  # an error entry keeps the schema's defaults, as Kafka 4's does
+                    group_epoch=0,
+                    assignment_epoch=0,
                     assignor_name="",
                     members=(),
                 )
@@ -77,7 +78,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         client_id=m.client_id,
                         client_host=m.client_host,
                         subscribed_topic_names=m.subscribed_names,
-                        subscribed_topic_regex=m.subscribed_regex,
+                        subscribed_topic_regex=m.subscribed_regex or "",  # Kafka: "" when subscribed by name
                         assignment=assignment(m.assigned),
                         target_assignment=assignment(group.target.get(m.member_id, {})),
                         **typed,

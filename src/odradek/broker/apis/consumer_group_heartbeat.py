@@ -55,7 +55,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             server_assignor=request.server_assignor,
             owned=owned,
             client_id=ctx.client_id or "",
-            client_host=ctx.client_host,
+            client_host=f"/{ctx.client_host}",  # Java's InetAddress.toString, as Kafka stores and describes it
         ),
         topics,
     )
@@ -69,7 +69,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if name in topics
             )
         )
-    interval = ctx.services.groups.config.consumer_heartbeat_interval_ms
+    # an error answer leaves the interval at its default, 0, as Kafka's error responses do
+    interval = ctx.services.groups.config.consumer_heartbeat_interval_ms if result.error == ErrorCode.none else 0
     return fit(
         ctx.response_class,
         throttle_time=datetime.timedelta(0),

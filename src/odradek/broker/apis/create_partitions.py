@@ -40,11 +40,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if record is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{t.name}' does not exist.")
             current = len(record.assignment)
-            if t.count <= current:
+            if t.count < current:
                 raise KafkaError(
                     ErrorCode.invalid_partitions,
                     f"Topic currently has {current} partitions, which is higher than the requested {t.count}.",
                 )
+            if t.count == current:
+                raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {current} partitions.")
             new = services.topics.assign_new_partitions(record.assignment, t.count, t.assignments)
             if not request.validate_only:
                 await services.topics.add_partitions(t.name, new, remaining_s(deadline))

@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for t in request.topics:
         error, message, topic_id = ErrorCode.none, None, None
-        partitions, rf, described = -1, -1, None
+        partitions, rf, described = -1, -1, ()  # Kafka answers a refused topic with no configs, not a null list
         try:
             if counts[t.name] > 1:
                 raise KafkaError(

@@ -124,5 +124,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
         for entity, values in found
     )
-    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message="",
                entries=entries)

@@ -15,9 +15,9 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.broker.config import BROKER_DEFAULTS, SENSITIVE
+from odradek.broker.config import BROKER_DEFAULTS, KAFKA_CONFIG_TYPES, SENSITIVE
 from odradek.broker.topic_config import describe, validate_overrides
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import INVALID_REQUEST_MESSAGE, ErrorCode, KafkaError
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -25,28 +25,10 @@ MAX_VERSION = 4
 
 TOPIC, BROKER = 2, 4
 STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
-# Kafka's ConfigType codes (DescribeConfigs v3+)
-BOOLEAN, STRING, INT, SHORT, LONG, LIST, PASSWORD_TYPE = 1, 2, 3, 4, 5, 7, 9
-# Kafka declares a broker config's type in KafkaConfig's ConfigDef; a Python int or str says too little, so the
-# names whose type is not INT (for numbers) or STRING (for text) are listed, as Kafka 3.9's DescribeConfigs types them
-_LONG = frozenset({
-    "connections.max.idle.ms", "connections.max.reauth.ms", "leader.imbalance.check.interval.seconds",
-    "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes", "log.retention.check.interval.ms",
-    "log.retention.ms", "log.roll.ms", "replica.lag.time.max.ms",
-})
-_SHORT = frozenset({"offsets.topic.replication.factor", "transaction.state.log.replication.factor"})
-_LIST = frozenset({
-    "group.consumer.assignors", "log.cleanup.policy", "sasl.enabled.mechanisms", "ssl.enabled.protocols",
-})
-
-
-def broker_config_type(name: str, kind: type) -> int:
-    """The ConfigType Kafka gives broker config ``name`` (whose value odradek holds as ``kind``)."""
-    if kind is bool:
-        return BOOLEAN
-    if kind is int:
-        return LONG if name in _LONG else SHORT if name in _SHORT else INT
-    return LIST if name in _LIST else STRING
+_TYPES = {bool: 1, str: 2, int: 5}
+"""Kafka's ConfigDef.Type ids by Python kind; :data:`KAFKA_CONFIG_TYPES` names the configs they do not fit."""
+_TYPE_IDS = {"INT": 3, "SHORT": 4, "LIST": 7}
+PASSWORD_TYPE = 9  # Kafka's ConfigType.PASSWORD: keys and passwords are never sent back
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -56,7 +38,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     synonym_cls = nested(ctx, "DescribeConfigsSynonym")
     results = []
     for res in request.resources:
-        error, message, configs = ErrorCode.none, None, ()
+        # Kafka's ConfigHelper leaves the message at its default ("") on success and for an unknown topic
+        error, configs = ErrorCode.none, ()
+        message: str | None = ""
         keys = set(res.configuration_keys) if res.configuration_keys else None
         try:
             refusal = authz.config_refusal(ctx, authz.Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
@@ -65,7 +49,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if res.resource_type == TOPIC:
                 record = await services.topics.topic_record(res.resource_name)
                 if record is None:
-                    # Kafka's ConfigHelper sets only the code: the message is the field's default, ""
                     raise KafkaError(ErrorCode.unknown_topic_or_partition, "")
                 entries = [
                     entry_cls(
@@ -84,9 +67,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 configs = tuple(entries)
             elif res.resource_type == BROKER:
                 if res.resource_name not in ("", str(services.broker_id)):
-                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}")
+                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected "
+                                     f"{services.broker_id} or empty string, but received {res.resource_name}")
                 entries = []
-                for name, (kind, default) in sorted(BROKER_DEFAULTS.items()):
+                # the empty name is the cluster-wide default resource: Kafka lists its dynamic default configs
+                # there, and odradek has none (every broker config is static)
+                static = sorted(BROKER_DEFAULTS.items()) if res.resource_name else []
+                for name, (kind, default) in static:
                     if keys is not None and name not in keys:
                         continue
                     value = services.config[name]
@@ -100,13 +87,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         entry_cls(
                             name=name, value=None if sensitive else text, read_only=True, config_source=source,
                             is_sensitive=sensitive, is_default=source == DEFAULT_CONFIG, synonyms=(),
-                            config_type=PASSWORD_TYPE if sensitive else broker_config_type(name, kind),
+                            config_type=PASSWORD_TYPE if sensitive else _TYPE_IDS.get(
+                                KAFKA_CONFIG_TYPES.get(name, ""), _TYPES.get(kind, 2)),
                             documentation=None,
                         )
                     )
                 configs = tuple(entries)
             else:
-                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
+                raise KafkaError(ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE)
         except KafkaError as exc:
             error, message = exc.code, exc.message
         results.append(

@@ -61,4 +61,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=f"Attempt to describe a user credential that does not exist: {user}")
     order = list(dict.fromkeys(names)) if names is not None else sorted(results)
     return fit(ctx.response_class, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-               error_message=None, results=tuple(results[u] for u in order))
+               error_message="", results=tuple(results[u] for u in order))

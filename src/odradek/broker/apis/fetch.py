@@ -392,9 +392,11 @@ def _read_all(
                     result = FetchPartitionResult(fp.partition)
                     results.append(result)
                 result.error_code = int(exc.code)
+                if exc.code == ErrorCode.unknown_topic_or_partition:
+                    result.aborted_transactions = []  # Kafka's partitionResponse for an unknown partition
                 part_or_none = replicas.get(TopicPartition(name, fp.partition))
-                if part_or_none is None:
-                    continue
+                if part_or_none is None or not follower:
+                    continue  # a consumer gets -1 offsets with an error, as Kafka's readFromLocalLog answers
                 part = part_or_none
             result.high_watermark = part.high_watermark
             result.last_stable_offset = part.last_stable_offset

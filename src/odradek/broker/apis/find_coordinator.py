@@ -23,7 +23,7 @@ from odradek.broker.apis import RequestContext, fit, nested
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.txn.config import TRANSACTION_STATE_TOPIC
 from odradek.coordination.store import ConnectionLossError, SessionExpiredError
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import INVALID_REQUEST_MESSAGE, ErrorCode, KafkaError
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -47,7 +47,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.response_class,
             throttle_time=datetime.timedelta(0),
             coordinators=tuple(
-                coordinator(key=key, error_code=err, error_message=msg, node_id=node, host=host, port=port)
+                coordinator(key=key, error_code=err, error_message="" if err == ErrorCode.none else msg,
+                            node_id=node, host=host, port=port)
                 for key, (err, msg, node, host, port) in zip(keys, answers, strict=True)
             ),
         )
@@ -56,7 +57,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.response_class,
         throttle_time=datetime.timedelta(0),
         error_code=err,
-        error_message=msg,
+        error_message="NONE" if err == ErrorCode.none else msg,  # Kafka sends Errors.NONE's message, not null
         node_id=node,
         host=host,
         port=port,
@@ -77,7 +78,7 @@ async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_An
         topic, ensure = TRANSACTION_STATE_TOPIC, services.topics.ensure_transaction_state_topic
         partition_for = services.transactions.partition_for
     else:
-        return [_error(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}") for _ in keys]
+        return [_error(ErrorCode.invalid_request, INVALID_REQUEST_MESSAGE) for _ in keys]
     if services.metadata.partition_count(topic) is None:
         try:
             await ensure()

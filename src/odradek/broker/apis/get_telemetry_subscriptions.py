@@ -1,12 +1,12 @@
-"""GetTelemetrySubscriptions (key 71), version 0 (KIP-714): answered as a Kafka broker without a client-telemetry
-receiver answers it.
+"""GetTelemetrySubscriptions (key 71), version 0 (KIP-714): hidden, and answered with an empty subscription.
 
-Such a Kafka leaves keys 71 and 72 out of its ApiVersions answer (ApiVersionManager filters them while no
-``ClientTelemetry`` metrics reporter is configured), so clients that follow KIP-714 never ask; one that asks anyway
-is answered all the same: a client instance id (a new one when the request carries the zero id), no requested
+A Kafka broker without a client-telemetry receiver leaves keys 71 and 72 out of its ApiVersions answer
+(ApiVersionManager filters them while no ``ClientTelemetry`` metrics reporter is configured), so clients that follow
+KIP-714 never ask; ``ADVERTISED = False`` keeps the key out of ApiVersions here too. A client that asks anyway gets
+its connection closed by Kafka (3.9 and 4.x alike: the differential corpus shows it, docs/differences.md lists it);
+odradek answers it instead: a client instance id (a new one when the request carries the zero id), no requested
 metrics (an empty subscription), Kafka's accepted compression types (zstd, lz4, gzip, snappy), its default push
-interval (5 minutes), ``telemetry.max.bytes`` default (1 MiB) and delta temporality. ``ADVERTISED = False`` keeps the
-key out of ApiVersions here too.
+interval (5 minutes), ``telemetry.max.bytes`` default (1 MiB) and delta temporality.
 """
 
 from __future__ import annotations

@@ -63,8 +63,16 @@ async def alter_topic(ctx: RequestContext, topic: str, change: Callable[[dict[st
     ``change`` raises KafkaError for an invalid set, so nothing is written half-valid."""
     record = await ctx.services.topics.topic_record(topic)
     if record is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic {topic} does not exist")
-    new = change(record.configs)
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic}' does not exist.")
+    try:
+        new = change(record.configs)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.invalid_config and (exc.message or "").startswith("Invalid value "):
+            # a value that does not parse (Kafka's ConfigException), named with its resource as Kafka's
+            # ZkAdminManager.alterConfigs does
+            raise KafkaError(exc.code, "Invalid config value for resource ConfigResource(type=TOPIC, "
+                                       f"name='{topic}'): {exc.message}") from None
+        raise
     if not validate_only:
         await ctx.services.topics.alter_topic_configs(topic, new)
 

@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         client_id=ctx.client_id or "",
-        client_host=ctx.client_host,
+        client_host=f"/{ctx.client_host}",  # Java's InetAddress.toString, as Kafka stores and describes it
         rebalance_timeout_ms=rebalance_timeout_ms,
         session_timeout_ms=session_timeout_ms,
         protocol_type=request.protocol_type,

@@ -44,8 +44,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 if t.name not in allowed:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
-                epoch = getattr(p, "current_leader_epoch", -1)
-                part = services.replicas.leader_partition(t.name, p.partition_index, epoch)
+                part = services.replicas.leader_partition(t.name, p.partition_index,
+                                                          getattr(p, "current_leader_epoch", -1))
                 plog = part.log
                 ts = p.timestamp
                 lagging = request.replica_id < 0 and part.high_watermark_lagging

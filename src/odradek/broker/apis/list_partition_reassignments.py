@@ -24,7 +24,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = None
     if request.topics is not None:
         wanted = [(t.name, int(p)) for t in request.topics for p in t.partition_indexes]
-    error, message = ErrorCode.none, None
+    error = ErrorCode.none
+    message: str | None = ""  # Kafka leaves the message at its default, "", on success
     states: dict[Any, Any] = {}
     controller = ctx.services.controller
     if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):

@@ -43,8 +43,9 @@ CLUSTER_OPERATIONS = (_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTE
                       _O.ALTER, _O.DESCRIBE)
 # Encoded all-topics answers per metadata cache (weakly: a stopped broker's cache takes its answers with it; keyed by
 # id() they could be served by a later broker whose cache was allocated at the same address), then per
-# (request version, cache version).
-_answers: weakref.WeakKeyDictionary[MetadataCache, dict[tuple[int, int, str], Encoded]] = weakref.WeakKeyDictionary()
+# (request version, cache version, listener, and whether authorized operations were asked for).
+_Key = tuple[int, int, str, bool, bool]
+_answers: weakref.WeakKeyDictionary[MetadataCache, dict[_Key, Encoded]] = weakref.WeakKeyDictionary()
 
 
 def topic_entry(meta: TopicMeta, live: set[int], reachable: set[int], version: int) -> MetadataTopic:
@@ -70,7 +71,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
     version = ctx.api_version
     requested = request.topics
     all_topics = requested is None or (version == 0 and not requested)
-    key = (version, cache.version, ctx.listener)
+    key = (version, cache.version, ctx.listener, bool(getattr(request, "include_topic_authorized_operations", False)),
+           bool(getattr(request, "include_cluster_authorized_operations", False)))
     checked = services.authorizer is not None
     answers = _answers.setdefault(cache, {}) if not checked else {}
     if all_topics and key in answers:
@@ -123,7 +125,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                 entries.append(topic_entry(meta, live, reachable, version))
     brokers = [(b.broker_id, b.host, b.port, b.rack) for b in on_listener]
     cluster_operations = -2147483648
-    if checked and version >= 8:
+    if version >= 8:  # without an authorizer every supported operation is allowed, as Kafka's AuthHelper says
         if getattr(request, "include_topic_authorized_operations", False):
             for entry in entries:
                 if entry.error_code == ErrorCode.none and entry.name is not None:

@@ -15,7 +15,8 @@ asks the transaction coordinator whether the partition was added to the transact
 INVALID_TXN_STATE if not; its retriable errors arrive as NOT_ENOUGH_REPLICAS, which producers retry. A
 marker written while that question was out invalidates the answer (INVALID_TXN_STATE), so a late batch never reopens
 an ended transaction. The log then checks epochs (INVALID_PRODUCER_EPOCH), sequences, and that a producer with an
-open transaction writes only transactional batches (INVALID_TXN_STATE).
+open transaction writes only transactional batches (INVALID_TXN_STATE). A compacted topic refuses records without a
+key (INVALID_RECORD with one record error each, as Kafka's LogValidator).
 
 Client quotas (``producer_byte_rate``): once the request is done, its size is recorded against the client's quota
 as Kafka's KafkaApis does; over it, the response carries the throttle time and the connection is muted that long
@@ -39,7 +40,9 @@ from odradek.broker import authz
 from odradek.broker.apis import Encoded, RequestContext
 from odradek.broker.replica import Partition
 from odradek.broker.topics import INTERNAL_TOPICS
-from odradek.errors import ErrorCode, KafkaError
+from odradek.broker.txn.service import to_producer
+from odradek.errors import ErrorCode, KafkaError, RecordValidationError
+from odradek.placement.model import TopicPartition
 from odradek.protocol.encoders import ProducePartitionResult, encode_produce_response
 from odradek.protocol.records import HEADER_SIZE, read_header
 
@@ -138,8 +141,8 @@ def _stage(ctx: RequestContext, request: Any) -> tuple[list[tuple[str, list[Prod
                     raise KafkaError(ErrorCode.invalid_required_acks)
                 if topic.name in INTERNAL_TOPICS:
                     raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}")
-                if pdata.records is None:
-                    raise KafkaError(ErrorCode.invalid_record, "no records")
+                if pdata.records is None or not _one_v2_batch(pdata.records):
+                    raise KafkaError(ErrorCode.invalid_record)  # Kafka's ProduceRequest.validateRecords
                 services.replicas.leader_partition(topic.name, pdata.index)
                 item.producer = _transactional_producer(pdata.records)
                 if item.producer is not None and request.transactional_id is None:
@@ -183,12 +186,43 @@ def _append(ctx: RequestContext, request: Any, results: list[tuple[str, list[Pro
                 waits.append((result, part, appended.last_offset + 1))
         except KafkaError as exc:
             _refuse(result, item.topic, index, exc)
+            if exc.code not in _UNKNOWN_APPEND_INFO:
+                current = services.replicas.get(TopicPartition(item.topic, index))
+                result.log_start_offset = current.log.log_start_offset if current is not None else -1
     return Appended(ctx, acks, request.timeout.total_seconds(), results, waits)
 
 
-def _refuse(result: ProducePartitionResult, topic: str, index: int, exc: KafkaError) -> None:
+_UNKNOWN_APPEND_INFO = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+                                  ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+                                  ErrorCode.corrupt_message, ErrorCode.kafka_storage_error})
+"""Errors Kafka's ReplicaManager answers with no log start offset (-1); after any other failed append it reports the
+partition's log start offset."""
+
+_INVALID_TIMESTAMP = "One or more records have been rejected due to invalid timestamp"
+
+
+def _one_v2_batch(records: bytes | bytearray | memoryview) -> bool:
+    """Exactly one whole batch, of magic 2: what Kafka's ProduceRequest.validateRecords demands of v3+ requests
+    (INVALID_RECORD otherwise, before any other check of the batch)."""
+    view = memoryview(records)
+    if len(view) < 17 or view[16] != 2:
+        return False
+    return 12 + int.from_bytes(view[8:12], "big", signed=True) == len(view)
+
+
+def _refuse(result: ProducePartitionResult, topic: str, index: int, exc: KafkaError, *,
+            custom_message: bool = False) -> None:
+    """Kafka's PartitionResponse carries a message only where its ReplicaManager made a custom one (record
+    validation, transaction verification); every other error goes without."""
     result.error_code = int(exc.code)
-    result.error_message = exc.message
+    if exc.code == ErrorCode.invalid_timestamp:
+        # the record index is the first record's: the header's timestamps stand for the records between them
+        result.record_errors = [(0, exc.message)]
+        result.error_message = _INVALID_TIMESTAMP
+    elif exc.code == ErrorCode.invalid_record or custom_message:
+        result.error_message = exc.message
+        if isinstance(exc, RecordValidationError):
+            result.record_errors = list(exc.record_errors)
     if exc.code not in (ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
                         ErrorCode.topic_authorization_failed):
         log.info("produce to %s-%d refused: %s", topic, index, exc)
@@ -234,8 +268,8 @@ async def _verify(ctx: RequestContext, transactional_id: str | None, pending: li
         except KafkaError as exc:
             _refuse(item.result, item.topic, item.data.index, exc)
             continue
-        asked.append((item, transactions.verify_partition(transactional_id, pid, epoch, item.topic,
-                                                          item.data.index)))
+        asked.append((item, transactions.partition_verification(transactional_id, pid, epoch, item.topic,
+                                                                item.data.index)))
     if not asked:
         return
     codes = await asyncio.gather(*(call for _, call in asked), return_exceptions=True)
@@ -245,15 +279,21 @@ async def _verify(ctx: RequestContext, transactional_id: str | None, pending: li
                         transactional_id, code)
             code = ErrorCode.coordinator_not_available
         if code != ErrorCode.none:
-            _refuse(item.result, item.topic, item.data.index, _verification_error(ErrorCode(code)))
+            error = _verification_error(ErrorCode(code))
+            _refuse(item.result, item.topic, item.data.index, error, custom_message=error.message is not None)
 
 
-def _verification_error(code: ErrorCode) -> KafkaError:
-    """The coordinator's answer as the partition's error (the transactions service already translated its
-    retriable errors to NOT_ENOUGH_REPLICAS, as Kafka's ReplicaManager does)."""
-    if code == ErrorCode.invalid_txn_state:
+def _verification_error(underlying: ErrorCode) -> KafkaError:
+    """The coordinator's answer as the partition's error, translated as Kafka's ReplicaManager does: retriable
+    ones to NOT_ENOUGH_REPLICAS naming the coordinator's error, INVALID_TXN_STATE with its own message, the rest
+    without one."""
+    code = to_producer(underlying)
+    if code == ErrorCode.invalid_txn_state and underlying == ErrorCode.invalid_txn_state:
         return KafkaError(code, "Partition was not added to the transaction")
-    return KafkaError(code, f"Unable to verify the partition has been added to the transaction: {code.name}")
+    if code == ErrorCode.not_enough_replicas:
+        return KafkaError(code, "Unable to verify the partition has been added to the transaction. Underlying "
+                                f"error: {underlying.name.upper()}")
+    return KafkaError(code)
 
 
 async def _await_replication(result: ProducePartitionResult, part: Partition, offset: int, timeout_s: float) -> None:

@@ -167,8 +167,8 @@ class ConsumerGroupLogic:
                 self.remove_member(group, req.member_id, topics)
             return HeartbeatResult(ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
         if group is None:
-            if req.member_epoch != 0:
-                return HeartbeatResult(ErrorCode.unknown_member_id, f"group {req.group_id} has no member")
+            if req.member_epoch != 0:  # Kafka's GroupMetadataManager.consumerGroup(groupId) without creating
+                return HeartbeatResult(ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found.")
             group = self.groups[req.group_id] = ConsumerGroupState(req.group_id)
         member_id = req.member_id or new_member_id()
         member = group.members.get(member_id)

@@ -13,6 +13,7 @@ committed state. Members get fresh sessions then, as after a failover. Readers t
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import uuid
 import weakref
@@ -48,6 +49,15 @@ from odradek.broker.group.schema import GroupKey, SchemaError, encode_key
 from odradek.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+
+def new_member_id() -> str:
+    """A KIP-848 member id as Kafka's coordinator makes one, ``Uuid.randomUuid().toString()``: 16 random bytes in
+    URL-safe base64 without padding, never starting with '-' (which a command line would take for an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class ConsumerGroups:
@@ -141,7 +151,7 @@ class ConsumerGroups:
             if code is not ErrorCode.none:
                 return HeartbeatResult(code, "could not store the group's records")
             return HeartbeatResult(ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch)
-        result = self.ctx.consumer.heartbeat(req, topics, lambda: uuid.uuid4().hex)
+        result = self.ctx.consumer.heartbeat(req, topics, new_member_id)
         group = self.ctx.consumer.groups.get(req.group_id)
         if group is None:
             return result

@@ -518,8 +518,10 @@ class PartitionLog:
             client = origin == ORIGIN_CLIENT
             duplicate = self._producers.find_duplicate(headers) if client else None
             if duplicate is not None:
-                return AppendResult(duplicate.first_offset, duplicate.last_offset,
-                                    duplicate.timestamp if log_append else -1, self._log_start_offset, True)
+                # Kafka's UnifiedLog answers a duplicate with the cached batch's timestamp as its log append time,
+                # whatever the topic's timestamp type
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                                    self._log_start_offset, True)
             self._producers.validate(headers, check_sequence=client)
             if not log_append:
                 self._check_timestamps(headers, now_ms)

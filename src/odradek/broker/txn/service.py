@@ -47,6 +47,12 @@ log = logging.getLogger(__name__)
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 5
 
+def to_producer(error: ErrorCode) -> ErrorCode:
+    """A verification answer as the error a Produce carries (retriable ones as NOT_ENOUGH_REPLICAS, which old
+    producers retry without a metadata refresh)."""
+    return _TO_PRODUCER.get(error, error)
+
+
 _TO_PRODUCER: dict[ErrorCode, ErrorCode] = {
     ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
     ErrorCode.transaction_abortable: ErrorCode.invalid_txn_state,
@@ -83,6 +89,13 @@ class Transactions:
     async def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                                partition: int) -> ErrorCode:
         """Whether ``topic``-``partition`` is in the producer's ongoing transaction, as the code a Produce answers."""
+        error = await self.partition_verification(transactional_id, producer_id, producer_epoch, topic, partition)
+        return _TO_PRODUCER.get(error, error)
+
+    async def partition_verification(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                                     partition: int) -> ErrorCode:
+        """The coordinator's own answer to :meth:`verify_partition`'s question, before it is translated for
+        producers (Produce names it in its message, as Kafka's ReplicaManager does)."""
         tp = TopicPartition(topic, partition)
         leader = self.metadata.leader_for(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
         if leader is None:
@@ -91,7 +104,7 @@ class Transactions:
             error = self.coordinator.verify(transactional_id, producer_id, producer_epoch, [tp])[tp]
         else:
             error = await self._verify_remote(leader, transactional_id, producer_id, producer_epoch, tp)
-        return _TO_PRODUCER.get(error, error)
+        return error
 
     async def _verify_remote(self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int,
                              tp: TopicPartition) -> ErrorCode:
