@@ -61,7 +61,7 @@ class PreferredElectionManager:
             results = await self._partitions.to(known, P.ONLINE, Election.PREFERRED)
             for tp in partitions:
                 if tp not in ctx.assignments:
-                    results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+                    results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
             return results
         finally:
             ctx.preferred_election_in_progress -= partitions
@@ -84,7 +84,7 @@ class PreferredElectionManager:
         for tp in wanted:
             state = ctx.leadership.get(tp)
             if tp not in ctx.assignments or state is None:
-                results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, f"{tp} does not exist")
+                results[tp] = PartitionResult(ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
             elif state.leader in ctx.live_broker_ids:
                 results[tp] = PartitionResult(ErrorCode.election_not_needed, f"{tp} has leader {state.leader}")
             else:
