@@ -112,9 +112,12 @@ def run_tool(
     check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """One of Kafka's command-line tools, as its ``bin/`` script runs it; stdout and stderr captured as text."""
+    return _run(java_command(version, main_class, *args), timeout, input, check)
+
+
+def _run(command: list[str], timeout: float, input: str | None, check: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        java_command(version, main_class, *args),
-        capture_output=True, text=True, timeout=timeout, input=input,
+        command, capture_output=True, text=True, timeout=timeout, input=input,
         stdin=None if input is not None else subprocess.DEVNULL, check=check,
     )
 
@@ -145,8 +148,4 @@ def run_java(
     check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """A program compiled by :func:`compile_java`, with Kafka ``version``'s jars behind it on the classpath."""
-    return subprocess.run(
-        java_command(version, main_class, *args, classpath=[classes_dir]),
-        capture_output=True, text=True, timeout=timeout, input=input,
-        stdin=None if input is not None else subprocess.DEVNULL, check=check,
-    )
+    return _run(java_command(version, main_class, *args, classpath=[classes_dir]), timeout, input, check)

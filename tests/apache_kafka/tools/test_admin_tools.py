@@ -10,6 +10,8 @@ import pytest
 from confluent_kafka import Producer
 from tools_support import ACLS, LEADER_ELECTION, REASSIGN, TOPICS, TRANSACTIONS, Output, Pair
 
+from brokers import wait_for
+
 B = ("--bootstrap-server", "{bootstrap}")
 THROTTLE = ("the reassignment throttle is a dynamic broker config (leader/follower.replication.throttled.rate, "
             "KIP-226), which odradek refuses: 'broker configs are static in odradek' (docs/compatibility.md)")
@@ -50,7 +52,11 @@ def test_transactions(pair: Pair, topic: str) -> None:
     pair.same(TOPICS, *B, "--create", "--topic", topic)
     _transactional_writes(pair.kafka, topic)
     _transactional_writes(pair.odradek, topic)
-    described = pair.run(TRANSACTIONS, *B, "describe", "--transactional-id", f"txn-{topic}")
+    # The commit returns once PrepareCommit is written; the markers, then CompleteCommit, follow on both brokers
+    described = wait_for(lambda: (outs := pair.run(TRANSACTIONS, *B, "describe", "--transactional-id", f"txn-{topic}"))
+                         and all("CompleteCommit" in o.stdout for o in outs.values()) and outs,
+                         timeout=120, interval=0.5, what="both transactions complete")
+    assert isinstance(described, dict)
     assert _without_duration(described["odradek"]) == _without_duration(described["kafka"])
     pair.same(TRANSACTIONS, *B, "describe", "--transactional-id", f"{topic}-missing")
     pair.same(TRANSACTIONS, *B, "describe-producers", "--topic", topic, "--partition", "0")
