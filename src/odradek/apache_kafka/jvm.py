@@ -9,8 +9,10 @@ log configuration as Kafka ships it: WARN and above to stderr, ``[%d] %p %m (%c)
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -68,8 +70,10 @@ def log_config(version: str, kind: str) -> list[str]:
     else:
         path, option = home / f"{kind}-log4j2.properties", "-Dlog4j2.configurationFile="
         text = _log4j2(root, target, levels)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+    if not path.exists() or path.read_text() != text:  # written whole, then renamed: a JVM never reads half of it
+        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_text(text)
+        os.replace(partial, path)
     return [f"{option}{path}"]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tools_support import TOPICS, Pair
+from tools_support import TOPICS, Output, Pair, diff
 
 from brokers import wait_for
 
@@ -27,9 +27,8 @@ def _describe(pair: Pair, *args: str, expect: str = "") -> str:
                          and outs,
                          timeout=120, interval=0.5, what="a leader for every partition on both")
     assert isinstance(described, dict)
-    kafka, odradek = described["kafka"], described["odradek"]
-    assert (odradek.returncode, _without_elr(odradek.stdout), odradek.stderr) == \
-        (kafka.returncode, _without_elr(kafka.stdout), kafka.stderr)
+    kafka, odradek = (Output(o.returncode, _without_elr(o.stdout), o.stderr) for o in described.values())
+    assert odradek == kafka, diff(kafka, odradek)
     return kafka.stdout
 
 

@@ -98,11 +98,11 @@ class Pair:
         """Run against both and assert the normalised outputs equal; Kafka's output is returned for more checks."""
         outputs = self.run(main_class, *args, **kwargs)  # type: ignore[arg-type]
         kafka, odradek = outputs["kafka"], outputs["odradek"]
-        assert odradek == kafka, f"{main_class} {' '.join(args)}:\n{_diff(kafka, odradek)}"
+        assert odradek == kafka, f"{main_class} {' '.join(args)}:\n{diff(kafka, odradek)}"
         return kafka
 
 
-def _diff(kafka: Output, odradek: Output) -> str:
+def diff(kafka: Output, odradek: Output) -> str:
     parts = [f"exit code: kafka {kafka.returncode}, odradek {odradek.returncode}"]
     for stream in ("stdout", "stderr"):
         a, b = getattr(kafka, stream).splitlines(), getattr(odradek, stream).splitlines()
