@@ -14,6 +14,7 @@ import click
 
 from odradek import event_loop
 from odradek.broker.config import BrokerConfig
+from odradek.cli_schema_registry import broker_port, resolve_port, schema_registry_port_option
 from odradek.cli_security import SecuredGroup, command_config_option, connect
 from odradek.errors import ErrorCode
 
@@ -67,11 +68,16 @@ def main() -> None:
 @click.option("--racks", default=None, help="comma-separated racks, one per broker (or one for all)")
 @click.option("--metrics-port", default=None, type=int,
               help="serve /metrics and the web console here (consecutive ports per broker; 0 picks free ones)")
+@schema_registry_port_option(default=None)
 def up(
     data_dir: Path, host: str, port: int, broker_id: int, rack: str | None, ready_file: Path | None,
     overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None, metrics_port: int | None,
+    schema_registry_port: str | None,
 ) -> None:
-    """Start a cluster on the embedded store (one broker unless --brokers N); print ``bootstrap.servers=...``.
+    """Start a quickstart cluster on the embedded store (one broker unless --brokers N); print its endpoints.
+
+    The brokers take Kafka's quickstart values (its shipped ``config/server.properties``, e.g.
+    ``group.initial.rebalance.delay.ms=0``) where they differ from the code defaults; ``--override`` wins.
 
     One broker or many, every broker runs the controller and the cluster keeps its metadata journaled in
     ``DATA_DIR/coordination``; broker ``<id>`` keeps its logs in ``DATA_DIR/broker-<id>``. Brokers get consecutive
@@ -80,8 +86,10 @@ def up(
     """
     from odradek.cluster import LocalCluster
     from odradek.migration import MigrationRefused
-    from odradek.runner import configure_logging, exit_after_stop, run_cluster
+    from odradek.quickstart import up_settings
+    from odradek.runner import RegistryStartFailed, configure_logging, exit_after_stop, run_cluster
 
+    registry_port = resolve_port(schema_registry_port, port)
     configure_logging(log_level)
     loop = _loop_factory()
     settings = _parse_overrides(overrides)
@@ -89,6 +97,7 @@ def up(
         broker_id = int(settings.pop("broker.id", broker_id))  # server.properties habit: the first broker's id
     except ValueError as exc:
         raise click.UsageError(f"broker.id must be a number: {exc}") from exc
+    settings = up_settings(brokers, settings)
     rack_list = racks.split(",") if racks else ([rack] if rack else None)
     try:
         cluster = LocalCluster(
@@ -100,8 +109,8 @@ def up(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        event_loop.run(run_cluster(cluster, ready_file), loop)
-    except MigrationRefused as exc:
+        event_loop.run(run_cluster(cluster, ready_file, registry_port), loop)
+    except (MigrationRefused, RegistryStartFailed) as exc:
         raise click.ClickException(str(exc)) from exc
     exit_after_stop()
 
@@ -117,17 +126,22 @@ def up(
 @click.option("--override", "overrides", multiple=True, help="broker config as key=value (Kafka names)")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--metrics-port", default=None, type=int, help="serve /metrics and the web console here (0: any)")
+@schema_registry_port_option(default="none")
 def broker(
     broker_id: int, zookeeper: str, data_dir: Path, host: str, port: int, rack: str | None,
     ready_file: Path | None, overrides: tuple[str, ...], log_level: str, metrics_port: int | None,
+    schema_registry_port: str | None,
 ) -> None:
-    """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft)."""
+    """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft), on Kafka's code defaults."""
     from odradek.migration import MigrationRefused
-    from odradek.runner import configure_logging, exit_after_stop, run_zookeeper_broker
+    from odradek.quickstart import log_broker_settings
+    from odradek.runner import RegistryStartFailed, configure_logging, exit_after_stop, run_zookeeper_broker
 
+    registry_port = broker_port(schema_registry_port)
     configure_logging(log_level)
     loop = _loop_factory()
     settings = _parse_overrides(overrides)
+    log_broker_settings(settings)
     settings["broker.id"] = str(broker_id)
     settings["zookeeper.connect"] = zookeeper
     if rack:
@@ -137,8 +151,8 @@ def broker(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        event_loop.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port), loop)
-    except MigrationRefused as exc:
+        event_loop.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port, registry_port), loop)
+    except (MigrationRefused, RegistryStartFailed) as exc:
         raise click.ClickException(str(exc)) from exc
     exit_after_stop()
 
@@ -193,13 +207,14 @@ def topics(
 @click.option("--events", default=20000, show_default=True, type=int, help="clickstream events to produce")
 @click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
 @click.option("--data-dir", default=None, type=click.Path(path_type=Path))
-def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> None:
+@click.option("--verbose", is_flag=True, help="show the brokers', clients' and Spark's logs and progress bars here")
+def demo(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool) -> None:
     """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
     from odradek.demo import run
     from odradek.runner import configure_logging
 
     configure_logging("WARNING")
-    if not run(brokers, events, seconds, data_dir):
+    if not run(brokers, events, seconds, data_dir, verbose):
         raise SystemExit(1)
 
 
@@ -213,6 +228,8 @@ def _mount_subcommands() -> None:
     from odradek.cli_dump_log import dump_log_command
     from odradek.cli_groups import groups
     from odradek.cli_perf import perf
+    from odradek.cli_schema_registry import schema_registry
+    from odradek.cli_schemas import schemas
     from odradek.cli_transactions import transactions
 
     main.add_command(acls)
@@ -225,6 +242,8 @@ def _mount_subcommands() -> None:
     main.add_command(consume)
     main.add_command(dump_log_command)
     main.add_command(perf)
+    main.add_command(schema_registry)
+    main.add_command(schemas)
     main.add_command(transactions)
 
 

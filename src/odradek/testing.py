@@ -14,10 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from odradek import event_loop
 from odradek.cluster import LocalCluster
+
+if TYPE_CHECKING:
+    from odradek.schema_registry.server import SchemaRegistry
 
 T = TypeVar("T")
 
@@ -39,6 +42,7 @@ class ThreadedCluster:
         self.thread = threading.Thread(target=self.loop.run_forever, name="odradek-cluster-loop", daemon=True)
         self.thread.start()
         self.cluster: LocalCluster = self.call(self._make(brokers, Path(data_dir), kwargs))
+        self._registry: SchemaRegistry | None = None
 
     @staticmethod
     async def _make(brokers: int, data_dir: Path, kwargs: dict[str, Any]) -> LocalCluster:
@@ -60,8 +64,26 @@ class ThreadedCluster:
         self.call(self.cluster.start())
         return self
 
+    @property
+    def schema_registry_url(self) -> str:
+        """The URL of a schema registry for this cluster, started on first use and stopped with the cluster."""
+        if self._registry is None:
+            from odradek.schema_registry.server import SchemaRegistry
+
+            bootstrap = self.bootstrap_servers  # read here: on the loop, run() would wait for the loop itself
+
+            async def start() -> SchemaRegistry:
+                registry = SchemaRegistry(bootstrap)
+                await registry.start()
+                return registry
+
+            self._registry = self.call(start())
+        return self._registry.url
+
     def close(self) -> None:
         try:
+            if self._registry is not None:
+                self.call(self._registry.stop(), timeout=60)
             self.call(self.cluster.stop(), timeout=60)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
@@ -75,6 +97,24 @@ class ThreadedCluster:
     @property
     def bootstrap_servers(self) -> str:
         return self.bootstrap
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        """Every endpoint by the ready file's keys (:mod:`odradek.ready_file`): ``bootstrap.servers``, ``metrics``
+        when served, ``bootstrap.servers.<LISTENER>`` per listener when ``listeners`` is set."""
+        return self.run(self.cluster.endpoints)
+
+    @property
+    def metrics(self) -> str | None:
+        """``http://host:port/metrics`` of every running broker, comma-separated; None unless started with
+        ``metrics=True``."""
+        return self.endpoints.get("metrics")
+
+    @property
+    def listeners(self) -> dict[str, str]:
+        """Each listener's ``bootstrap.servers`` by listener name (empty unless ``listeners`` is set)."""
+        prefix = "bootstrap.servers."
+        return {key.removeprefix(prefix): value for key, value in self.endpoints.items() if key.startswith(prefix)}
 
     @property
     def broker_ids(self) -> list[int]:
@@ -137,11 +177,14 @@ def start_cluster(
     *,
     racks: Sequence[str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    metrics: bool = False,
 ) -> ThreadedCluster:
-    """A started cluster with :data:`FAST_TEST_OVERRIDES` under ``overrides``; ``close()`` it when done."""
+    """A started cluster with :data:`FAST_TEST_OVERRIDES` under ``overrides``; ``close()`` it when done. With
+    ``metrics`` each broker serves ``/metrics`` and the console on a free port (:attr:`ThreadedCluster.metrics`)."""
     settings = dict(FAST_TEST_OVERRIDES)
     settings.update({k: str(v) for k, v in (overrides or {}).items()})
-    cluster = ThreadedCluster(brokers, data_dir, racks=list(racks) if racks else None, overrides=settings)
+    cluster = ThreadedCluster(brokers, data_dir, racks=list(racks) if racks else None, overrides=settings,
+                              metrics_ports=[0] * brokers if metrics else None)
     try:
         return cluster.start()
     except BaseException:
