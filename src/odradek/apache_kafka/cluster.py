@@ -256,14 +256,15 @@ class KafkaCluster:
                     broker.proc.send_signal(signal.SIGTERM)
         for broker in self.brokers:
             broker.stop()
-        if self._own_zookeeper is not None:
-            self._own_zookeeper.stop()
-            self._own_zookeeper = None
+        self._stop_own_zookeeper()
 
     def kill(self) -> None:
         """SIGKILL every broker: the quick end for a test session, whose logs are thrown away."""
         for broker in self.brokers:
             broker.kill()
+        self._stop_own_zookeeper()
+
+    def _stop_own_zookeeper(self) -> None:
         if self._own_zookeeper is not None:
             self._own_zookeeper.stop()
             self._own_zookeeper = None

@@ -9,8 +9,10 @@ log configuration as Kafka ships it: WARN and above to stderr, ``[%d] %p %m (%c)
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -68,8 +70,10 @@ def log_config(version: str, kind: str) -> list[str]:
     else:
         path, option = home / f"{kind}-log4j2.properties", "-Dlog4j2.configurationFile="
         text = _log4j2(root, target, levels)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+    if not path.exists() or path.read_text() != text:  # written whole, then renamed: a JVM never reads half of it
+        partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_text(text)
+        os.replace(partial, path)
     return [f"{option}{path}"]
 
 
@@ -112,9 +116,12 @@ def run_tool(
     check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """One of Kafka's command-line tools, as its ``bin/`` script runs it; stdout and stderr captured as text."""
+    return _run(java_command(version, main_class, *args), timeout, input, check)
+
+
+def _run(command: list[str], timeout: float, input: str | None, check: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        java_command(version, main_class, *args),
-        capture_output=True, text=True, timeout=timeout, input=input,
+        command, capture_output=True, text=True, timeout=timeout, input=input,
         stdin=None if input is not None else subprocess.DEVNULL, check=check,
     )
 
@@ -145,8 +152,4 @@ def run_java(
     check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """A program compiled by :func:`compile_java`, with Kafka ``version``'s jars behind it on the classpath."""
-    return subprocess.run(
-        java_command(version, main_class, *args, classpath=[classes_dir]),
-        capture_output=True, text=True, timeout=timeout, input=input,
-        stdin=None if input is not None else subprocess.DEVNULL, check=check,
-    )
+    return _run(java_command(version, main_class, *args, classpath=[classes_dir]), timeout, input, check)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from tools_support import TOPICS, Pair
+from tools_support import TOPICS, Output, Pair, diff
+
+from brokers import wait_for
 
 B = ("--bootstrap-server", "{bootstrap}")
 
@@ -17,12 +19,16 @@ def _without_elr(text: str) -> str:
     return re.sub(r"\tElr: [^\t]*\tLastKnownElr: .*", "", text)
 
 
-def _describe(pair: Pair, *args: str) -> str:
-    """``--describe`` on both brokers, equal but for the ELR columns (checked apart, as a known difference)."""
-    described = pair.run(TOPICS, *B, "--describe", *args)
-    kafka, odradek = described["kafka"], described["odradek"]
-    assert (odradek.returncode, _without_elr(odradek.stdout), odradek.stderr) == \
-        (kafka.returncode, _without_elr(kafka.stdout), kafka.stderr)
+def _describe(pair: Pair, *args: str, expect: str = "") -> str:
+    """``--describe`` on both brokers, equal but for the ELR columns (checked apart, as a known difference), once
+    both show ``expect`` and every partition has a leader (partitions added by ``--alter`` come a moment later)."""
+    described = wait_for(lambda: (outs := pair.run(TOPICS, *B, "--describe", *args))
+                         and all(expect in o.stdout and "Leader: none" not in o.stdout for o in outs.values())
+                         and outs,
+                         timeout=120, interval=0.5, what="a leader for every partition on both")
+    assert isinstance(described, dict)
+    kafka, odradek = (Output(o.returncode, _without_elr(o.stdout), o.stderr) for o in described.values())
+    assert odradek == kafka, diff(kafka, odradek)
     return kafka.stdout
 
 
@@ -33,7 +39,7 @@ def test_create_list_describe_alter_delete(pair: Pair, topic: str) -> None:
     assert pair.same(TOPICS, *B, "--list", "--topic", f"{topic}.*").stdout == f"{topic}\n"
     pair.same(TOPICS, *B, "--alter", "--topic", topic, "--partitions", "5")
     assert "PartitionCount: 5\tReplicationFactor: 1\tConfigs: cleanup.policy=compact,retention.ms=1000" \
-        in _describe(pair, "--topic", topic)
+        in _describe(pair, "--topic", topic, expect="PartitionCount: 5")
     for option in ("--under-replicated-partitions", "--unavailable-partitions", "--at-min-isr-partitions",
                    "--under-min-isr-partitions"):
         _describe(pair, "--topic", topic, option)  # at-min-isr lists every partition: RF 1, min ISR 1

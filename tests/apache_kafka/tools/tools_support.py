@@ -25,6 +25,14 @@ CONSOLE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 GET_OFFSETS = "org.apache.kafka.tools.GetOffsetShell"
 DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+ACLS = "kafka.admin.AclCommand"
+LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+VERIFIABLE_PRODUCER = "org.apache.kafka.tools.VerifiableProducer"
+VERIFIABLE_CONSUMER = "org.apache.kafka.tools.VerifiableConsumer"
+PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
 DUMP_LOG = "kafka.tools.DumpLogSegments"
 """Main classes as Kafka 3.9's ``bin/kafka-*.sh`` scripts name them."""
 
@@ -34,6 +42,7 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r'"logDir":"[^"]*"'), '"logDir":"<log-dir>"'),
     (re.compile(r"\b(console-consumer|consumer-[\w.-]+?-\d+|rdkafka)-[0-9a-f]{8}-[0-9a-f-]{27}\b"), "<member-id>"),
     (re.compile(r"127\.0\.0\.1:\d+"), "<host:port>"),
+    (re.compile(r"\b1[6-9]\d{11}\b"), "<epoch-ms>"),
 ]
 
 
@@ -89,11 +98,11 @@ class Pair:
         """Run against both and assert the normalised outputs equal; Kafka's output is returned for more checks."""
         outputs = self.run(main_class, *args, **kwargs)  # type: ignore[arg-type]
         kafka, odradek = outputs["kafka"], outputs["odradek"]
-        assert odradek == kafka, f"{main_class} {' '.join(args)}:\n{_diff(kafka, odradek)}"
+        assert odradek == kafka, f"{main_class} {' '.join(args)}:\n{diff(kafka, odradek)}"
         return kafka
 
 
-def _diff(kafka: Output, odradek: Output) -> str:
+def diff(kafka: Output, odradek: Output) -> str:
     parts = [f"exit code: kafka {kafka.returncode}, odradek {odradek.returncode}"]
     for stream in ("stdout", "stderr"):
         a, b = getattr(kafka, stream).splitlines(), getattr(odradek, stream).splitlines()

@@ -3,8 +3,9 @@
 Preferred (0) or unclean (1) leader election for the named partitions (all partitions for a null list), answered by
 the active controller; any other broker answers NOT_CONTROLLER at the top level (v1+) or per partition (v0), and
 clients retry against the controller their metadata names. Per partition: ELECTION_NOT_NEEDED when the preferred
-replica already leads, PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies,
-UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist. With an authorizer the request needs ALTER on the
+replica already leads (left out of the answer to a null list, as Kafka leaves it), PREFERRED_LEADER_NOT_AVAILABLE /
+ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies, UNKNOWN_TOPIC_OR_PARTITION ("The partition does not
+exist.") for partitions that do not exist. With an authorizer the request needs ALTER on the
 Cluster, else CLUSTER_AUTHORIZATION_FAILED at the top level and for every partition (every known one for a null
 list), as Kafka answers.
 """
@@ -46,6 +47,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         try:
             results = await controller.elect_leaders(wanted, election_type)
             for tp, outcome in results.items():
+                if wanted is None and outcome.error is ErrorCode.election_not_needed:
+                    continue  # KafkaApis: an election over all partitions answers only those it tried or failed
                 outcomes[(tp[0], tp[1])] = (outcome.error, outcome.message)
         except KafkaError as exc:
             top_error = exc.code
