@@ -6,8 +6,6 @@ already holds, so nothing is written twice and nothing drifts.
   coordinator's state tables (the dictionaries the code checks every transition against) as Mermaid diagrams.
 - A page that names an issue number fails the build: issue numbers mean nothing to a reader. The bench log's
   headings carry them, so the copy drops the parenthesised ones.
-- Every file the nav names must exist, except those listed under ``extra.pages_to_come`` (pages being written
-  elsewhere); those are left out of the nav until they arrive, with an INFO line.
 
 Warnings go to the ``mkdocs`` logger, so ``mkdocs build --strict`` fails on them.
 """
@@ -88,30 +86,6 @@ def on_files(files: Files, config: Any) -> Files:
     for plot in sorted((ROOT / "bench" / "plots").glob("*.png")):
         files.append(File.generated(config, f"benchmarks/plots/{plot.name}", abs_src_path=str(plot)))
     return files
-
-
-def on_config(config: Any) -> Any:
-    """Drop nav entries for pages still to come (``extra.pages_to_come``) while their file is absent."""
-    docs = Path(config["docs_dir"])
-    pending = set(config["extra"].get("pages_to_come", []))
-    config["nav"] = _prune(config["nav"], docs, pending)
-    return config
-
-
-def _prune(items: list[Any], docs: Path, pending: set[str]) -> list[Any]:
-    kept: list[Any] = []
-    for item in items:
-        if isinstance(item, dict):
-            [(title, value)] = item.items()
-            if isinstance(value, list):
-                kept.append({title: _prune(value, docs, pending)})
-            elif value in pending and not (docs / value).exists():
-                log.info("nav: %s (%s) is still to come; left out", title, value)
-            else:
-                kept.append(item)
-        else:
-            kept.append(item)
-    return kept
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
