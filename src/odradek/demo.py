@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek import event_loop
-from odradek.cli_output import progress
+from odradek.cli.output import progress
 from odradek.cluster import LocalCluster
 
 log = logging.getLogger(__name__)

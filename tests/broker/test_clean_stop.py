@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
 from odradek.broker.log.producer_state import SNAPSHOT_SUFFIX, read_stop_states
-from odradek.cli_transactions import transactions
+from odradek.cli.transactions import transactions
 
 TOPIC = "stops"
 

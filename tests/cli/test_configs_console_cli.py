@@ -7,7 +7,7 @@ from collections.abc import Callable
 from click.testing import Result
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 
-from odradek.cli_configs import parse_add_config
+from odradek.cli.configs import parse_add_config
 from odradek.testing import ThreadedCluster
 
 

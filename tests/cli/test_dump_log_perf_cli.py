@@ -10,7 +10,7 @@ from click.testing import Result
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.cli_dump_log import dump_log
+from odradek.cli.dump_log import dump_log
 from odradek.protocol.compression import CODEC_GZIP
 from odradek.protocol.records import encode_batch
 from odradek.testing import ThreadedCluster, start_cluster

@@ -12,7 +12,7 @@ from click.testing import Result
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.cli_groups import ResetSpec, plan_reset
+from odradek.cli.groups import ResetSpec, plan_reset
 from odradek.testing import ThreadedCluster
 
 PARTITIONS, PER_PARTITION = 3, 10

@@ -8,7 +8,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
-from odradek.cli_transactions import transactions
+from odradek.cli.transactions import transactions
 
 
 def _cli(broker: BrokerProcess, *args: str) -> str:

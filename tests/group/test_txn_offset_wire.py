@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
-from odradek.cli_transactions import connect, describe_transactions
+from odradek.cli.transactions import connect, describe_transactions
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 

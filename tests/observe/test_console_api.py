@@ -7,7 +7,7 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient, NewTopic
 from scrape import get_json, metrics_urls, total, wait_for
 
-from odradek.cli_cluster import alter_reassignments, controller_connection
+from odradek.cli.cluster import alter_reassignments, controller_connection
 from odradek.errors import ErrorCode
 from odradek.testing import ThreadedCluster
 

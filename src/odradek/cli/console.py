@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from odradek.cli_security import command_config_option, rdkafka_config
+from odradek.cli.security import command_config_option, rdkafka_config
 
 TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import echo_beside, progress
-from odradek.cli_security import command_config_option, rdkafka_config
+from odradek.cli.output import echo_beside, progress
+from odradek.cli.security import command_config_option, rdkafka_config
 
 MB = 1024 * 1024
 REPORT_EVERY_S = 5.0

@@ -60,7 +60,7 @@ def connect(address: str, properties: Mapping[str, str], client_id: str = "odrad
 def rdkafka_config(bootstrap: str, properties: Mapping[str, str], overrides: Sequence[str] = ()) -> dict[str, Any]:
     """librdkafka settings: bootstrap servers, the properties file translated, then ``name=value`` overrides (a
     tool's ``--producer-property`` wins over its config file, as in Kafka's tools)."""
-    from odradek.cli_output import kafka_config
+    from odradek.cli.output import kafka_config
 
     config: dict[str, Any] = {"bootstrap.servers": bootstrap} if bootstrap else {}
     config.update(librdkafka_properties(properties))

@@ -14,7 +14,7 @@ import click
 
 from odradek import event_loop
 from odradek.broker.config import BrokerConfig
-from odradek.cli_security import SecuredGroup, command_config_option, connect
+from odradek.cli.security import SecuredGroup, command_config_option, connect
 from odradek.errors import ErrorCode
 
 
@@ -205,15 +205,15 @@ def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> No
 
 def _mount_subcommands() -> None:
     """One import and one line per subcommand module, so branches adding commands merge without conflicts."""
-    from odradek.cli_acls import acls
-    from odradek.cli_assign import assign
-    from odradek.cli_cluster import elect, reassign
-    from odradek.cli_configs import configs
-    from odradek.cli_console import consume, produce
-    from odradek.cli_dump_log import dump_log_command
-    from odradek.cli_groups import groups
-    from odradek.cli_perf import perf
-    from odradek.cli_transactions import transactions
+    from odradek.cli.acls import acls
+    from odradek.cli.assign import assign
+    from odradek.cli.cluster import elect, reassign
+    from odradek.cli.configs import configs
+    from odradek.cli.console import consume, produce
+    from odradek.cli.dump_log import dump_log_command
+    from odradek.cli.groups import groups
+    from odradek.cli.perf import perf
+    from odradek.cli.transactions import transactions
 
     main.add_command(acls)
     main.add_command(assign)
