@@ -1,4 +1,4 @@
-"""The ``odradek`` command, one module per subcommand; :func:`main` (in :mod:`odradek.cli.main`) is the console script."""
+"""The ``odradek`` command, one module per subcommand; `main` is the console script."""
 
 from odradek.cli.main import main
 

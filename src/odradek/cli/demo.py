@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import tempfile
 import threading
 import time
@@ -20,22 +19,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from odradek import event_loop
+import click
+
+from odradek import event_loop, examples
 from odradek.cli.output import progress
 from odradek.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def _examples() -> tuple[Any, Any]:
-    if not (EXAMPLES / "page_views.py").exists():
-        raise SystemExit(f"odradek demo runs from a checkout: {EXAMPLES} not found")
-    sys.path.insert(0, str(EXAMPLES))
-    import clickstream  # type: ignore[import-not-found]
-    import page_views  # type: ignore[import-not-found]
-
-    return clickstream, page_views
 
 
 class _ClusterThread:
@@ -57,7 +47,7 @@ class _ClusterThread:
 
 
 def run(brokers: int, events: int, seconds: float, data_dir: Path | None) -> bool:
-    clickstream, page_views = _examples()
+    clickstream, page_views = examples.load()
     workdir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-demo-"))
     if workdir.exists() and any(workdir.iterdir()):
         raise SystemExit(f"odradek demo needs an empty data directory; {workdir} holds an earlier run")
@@ -132,3 +122,17 @@ async def _leader_of(cluster: LocalCluster, topic: str, partition: int) -> int:
         if broker.running and leader is not None:
             return leader
     return 0
+
+
+@click.command()
+@click.option("--brokers", default=3, show_default=True, type=int)
+@click.option("--events", default=20000, show_default=True, type=int, help="clickstream events to produce")
+@click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
+@click.option("--data-dir", default=None, type=click.Path(path_type=Path))
+def demo(brokers: int, events: int, seconds: float, data_dir: Path | None) -> None:
+    """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
+    from odradek.runner import configure_logging
+
+    configure_logging("WARNING")
+    if not run(brokers, events, seconds, data_dir):
+        raise SystemExit(1)
