@@ -28,8 +28,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.controller import requests as creq
 from odradek.errors import ErrorCode
+from odradek.protocol import controller_requests as creq
 from odradek.protocol.records import encode_batch
 from odradek.testing import ThreadedCluster
 
