@@ -45,9 +45,11 @@ run: sysdeps venv
 test: sysdeps venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# lint-imports: ARCHITECTURE.md's layer table as import-linter contracts ([tool.importlinter] in pyproject.toml).
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # The lab (issue 15; needs root): `make lab` brings up three ZooKeeper servers and three brokers, each on its own
 # network namespace, until Ctrl-C; `make lab ARGS="run --seed 7 --faults 20"` runs the nemesis and the checker.
