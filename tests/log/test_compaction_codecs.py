@@ -161,7 +161,7 @@ def test_client_compressed_topics_compact_and_stay_readable(broker: BrokerProces
     cleaned_through: dict[str, int] = {}
     for name, codec in CLIENT_CODECS.items():
         [directory] = [p for p in Path(broker.data_dir).rglob(f"cz-{name}-0") if p.is_dir()]
-        log = PartitionLog(directory, LogConfig(cleanup_policy=("compact",), segment_bytes=2000), clock)
+        log = PartitionLog.open(directory, LogConfig(cleanup_policy=("compact",), segment_bytes=2000), clock)
         try:
             batches = _log_batches(log)
             assert {raw[22] & 0x07 for raw, _ in batches} == {codec}
