@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from odradek import event_loop, examples
+from odradek.cli.clients import closed_when_done
 from odradek.cli.output import progress
 from odradek.cluster import LocalCluster
 
@@ -62,7 +63,7 @@ def run(brokers: int, events: int, seconds: float, data_dir: Path | None) -> boo
 
         rf = min(3, brokers)
         configs = {"min.insync.replicas": "2"} if rf == 3 else {}
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = closed_when_done(AdminClient({"bootstrap.servers": bootstrap}))
         topics = [NewTopic("clicks", 3, rf, config=configs), NewTopic("page-views", 1, rf)]
         for fut in admin.create_topics(topics).values():
             fut.result(60)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
+from odradek.cli.clients import closed_when_done
 from odradek.client import KafkaConnection
 from odradek.security.client_config import (
     ClientConfigError,
@@ -85,7 +86,7 @@ def admin(bootstrap: str, properties: Mapping[str, str], overrides: Sequence[str
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    client = AdminClient(rdkafka_config(bootstrap, properties, overrides))
+    client = closed_when_done(AdminClient(rdkafka_config(bootstrap, properties, overrides)))
     if not properties:
         return client
     deadline = time.monotonic() + timeout_s
