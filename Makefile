@@ -1,4 +1,5 @@
-# Everything a fresh machine needs: `make run` brings a broker up, `make test` runs the whole suite.
+# Everything a fresh machine needs: `make run` brings a broker up, `make test` runs the whole suite, `make docs`
+# builds the documentation site into build/site (warnings, broken internal links included, are errors).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ PYTEST_ARGS ?=
 ODRADEK_EVENT_LOOP ?= uvloop
 export ODRADEK_EVENT_LOOP
 
-.PHONY: run test lint bench demo lab sysdeps venv clean
+.PHONY: run test lint docs bench demo lab sysdeps venv clean
 
 sysdeps:
 	@missing=""; \
@@ -34,7 +35,7 @@ sysdeps:
 $(VENV)/.stamp-installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test,spark]'
+	$(PIP) install -q -e '.[test,spark,docs]'
 	touch $@
 
 venv: $(VENV)/.stamp-installed
@@ -45,13 +46,16 @@ run: sysdeps venv
 test: sysdeps venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean --site-dir build/site
+
 # lint-imports: ARCHITECTURE.md's layer table as import-linter contracts ([tool.importlinter] in pyproject.toml).
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-# The lab (issue 15; needs root): `make lab` brings up three ZooKeeper servers and three brokers, each on its own
+# The lab (needs root): `make lab` brings up three ZooKeeper servers and three brokers, each on its own
 # network namespace, until Ctrl-C; `make lab ARGS="run --seed 7 --faults 20"` runs the nemesis and the checker.
 lab: sysdeps venv
 	$(PY) -m odradek.lab $(or $(ARGS),up)

@@ -94,11 +94,13 @@ def parquet_totals(spark: SparkSession, workdir: Path) -> Counter[tuple[str, int
     return totals
 
 
-def session(app: str = "odradek-page-views") -> SparkSession:
+def session(app: str = "odradek-page-views", progress_bars: bool = True) -> SparkSession:
+    """A local session (``SPARK_MASTER`` to change it); ``progress_bars=False`` hides Spark's console stage bars."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master(os.environ.get("SPARK_MASTER", "local[2]"))
         .appName(app)
+        .config("spark.ui.showConsoleProgress", str(progress_bars).lower())
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")

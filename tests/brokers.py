@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from odradek.ready_file import read_ready_file
+
 READY_TIMEOUT_S = 60.0
 
 
@@ -61,11 +63,12 @@ class BrokerProcess:
             return ready.exists() and ready.read_text().strip().startswith("bootstrap.servers=")
 
         wait_for(is_ready, READY_TIMEOUT_S, what="broker ready file")
-        # the first line is the ready line; with `listeners` set, one `bootstrap.servers.<LISTENER>=` line each follows
-        first, *others = ready.read_text().strip().splitlines()
-        self.bootstrap = first.split(" ", 1)[0].split("=", 1)[1]
+        # one endpoint per line; with `listeners` set, one `bootstrap.servers.<LISTENER>=` line each
+        endpoints = read_ready_file(ready)
+        self.bootstrap = endpoints["bootstrap.servers"]
         self.port = int(self.bootstrap.rsplit(":", 1)[1])
-        self.listeners = {k.removeprefix("bootstrap.servers."): v for k, _sep, v in (o.partition("=") for o in others)}
+        prefix = "bootstrap.servers."
+        self.listeners = {k.removeprefix(prefix): v for k, v in endpoints.items() if k.startswith(prefix)}
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:

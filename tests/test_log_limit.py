@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from odradek.clock import ManualClock
-from odradek.log_limit import LogLimiter, backoff_ms
+from odradek.log_limit import LogLimiter
 
 
 def test_the_first_line_is_logged_then_one_per_interval_with_what_was_held_back() -> None:
@@ -34,8 +34,3 @@ def test_a_cleared_condition_is_logged_again_at_once() -> None:
     assert limiter.check("loss") is None
     limiter.clear("loss")
     assert limiter.check("loss") == 0
-
-
-def test_backoff_doubles_from_the_base_up_to_the_cap() -> None:
-    assert [backoff_ms(n, 100, 2_000) for n in range(7)] == [100, 200, 400, 800, 1600, 2000, 2000]
-    assert backoff_ms(10_000, 100, 2_000) == 2_000

@@ -118,6 +118,16 @@ class LocalCluster:
         return ",".join(f"{host}:{port}" for _i, b in sorted(self.brokers.items()) if b.running
                         for name, (host, port) in b.advertised.items() if name == listener)
 
+    def endpoints(self) -> dict[str, str]:
+        """What the ready file lists (:mod:`odradek.ready_file`): ``bootstrap.servers``, ``metrics`` when the
+        brokers serve it, and ``bootstrap.servers.<LISTENER>`` per listener when ``listeners`` is set."""
+        out = {"bootstrap.servers": self.bootstrap}
+        if self.metrics_ports is not None:
+            out["metrics"] = self.metrics_endpoints
+        if self.overrides.get("listeners"):
+            out.update({f"bootstrap.servers.{name}": self.bootstrap_on(name) for name in self.listener_names})
+        return out
+
     @property
     def listener_names(self) -> list[str]:
         """The advertised listeners' names, in order (the first one's addresses are :attr:`bootstrap`)."""
@@ -146,9 +156,18 @@ class LocalCluster:
         return broker
 
     async def stop(self) -> None:
-        for broker in list(self.brokers.values()):
-            if broker.running:
-                await broker.stop(controlled=False)
+        """Stop the whole cluster: its brokers leave together, flushing and checkpointing as a clean stop does.
+
+        Every controller stops first, the active one last, so none is left to elect leaders for partitions whose
+        every replica is leaving (elections that cannot succeed, and requests to brokers already gone); then no
+        follower fetches from a leader that is going."""
+        running = [broker for broker in self.brokers.values() if broker.running]
+        for broker in sorted(running, key=lambda b: b.controller.is_active):
+            await broker.controller.stop()
+        for broker in running:
+            await broker.replicas.fetchers.stop()
+        for broker in running:
+            await broker.stop(controlled=False)
         if self._expiry is not None:
             self._expiry.cancel()
             await asyncio.gather(self._expiry, return_exceptions=True)

@@ -1,11 +1,9 @@
-"""Repeated log lines held back, and retry delays that grow: what a process cut from ZooKeeper needs.
+"""Repeated log lines held back: what a process cut from ZooKeeper needs.
 
-A broker or controller cut from ZooKeeper retries the same operation until the session comes back or expires
-(seconds in the lab, 18 s by Kafka's default). Kafka's controller does not log per retry: its ZooKeeper client
-queues requests while disconnected (``ZooKeeperClient.waitUntilConnected`` logs "Waiting until connected" once)
-and the session's expiry is a single event. odradek retries on its controller's clock instead, so
-:class:`LogLimiter` writes the first line of a condition and then at most one per interval with the count of the
-lines it held back, and :func:`backoff_ms` spaces the retries out. Both are pure over an injected clock.
+A broker cut from ZooKeeper retries the same operation until the session comes back or expires (seconds in the
+lab, 18 s by Kafka's default). Kafka does not log per retry (``ZooKeeperClient.waitUntilConnected`` logs "Waiting
+until connected" once), so :class:`LogLimiter` writes the first line of a condition and then at most one per
+interval with the count of the lines it held back. It is pure over an injected clock.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from collections.abc import Hashable
 
 from odradek.clock import Clock
 
-__all__ = ["LogLimiter", "backoff_ms"]
+__all__ = ["LogLimiter"]
 
 
 class LogLimiter:
@@ -39,8 +37,3 @@ class LogLimiter:
     def clear(self, key: Hashable) -> None:
         """The condition is over: its next occurrence is logged at once."""
         self._last.pop(key, None)
-
-
-def backoff_ms(attempt: int, base_ms: int, max_ms: int) -> int:
-    """Delay before retry number ``attempt`` (0 is the first): ``base_ms`` doubled each time, capped at ``max_ms``."""
-    return min(max_ms, base_ms << min(attempt, 30))

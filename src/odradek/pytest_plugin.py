@@ -1,11 +1,12 @@
 """The pytest plugin installed with odradek (entry point ``pytest11``): a real Kafka-compatible cluster per test.
 
-Two fixtures, both :class:`odradek.testing.ThreadedCluster` objects (``bootstrap_servers``, ``kill(id)``,
+Two fixtures, both :class:`odradek.testing.ThreadedCluster` objects (``bootstrap_servers``, ``metrics``,
+``listeners``, ``endpoints`` (the ready file's lines as a dict), ``kill(id)``,
 ``restart(id)``, ``stop(id)``, ``pause(id)``, ``resume(id)``, ``isolate(id)``, ``heal(id)``, ``controller_id()``):
 
 - ``odradek_cluster``: a fresh cluster for each test (function scope), shaped by the test's
-  ``@pytest.mark.odradek(brokers=N, racks=[...], overrides={...})`` marker (three brokers without one). A test
-  that kills brokers gets a clean cluster and cannot disturb the next one.
+  ``@pytest.mark.odradek(brokers=N, racks=[...], overrides={...}, metrics=True)`` marker (three brokers without
+  one). A test that kills brokers gets a clean cluster and cannot disturb the next one.
 - ``odradek_cluster_session``: one cluster for the whole run, shaped by the ini options ``odradek_brokers``,
   ``odradek_racks`` and ``odradek_overrides``; cheaper when many tests only produce and consume. A test using it
   must not carry the marker (the cluster is already made), and faults it injects are seen by later tests.
@@ -38,8 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(brokers=3, racks=None, overrides=None): shape of the odradek_cluster fixture's cluster "
-        "(racks: one per broker or one for all; overrides: Kafka broker configs by name)",
+        f"{MARKER}(brokers=3, racks=None, overrides=None, metrics=False): shape of the odradek_cluster fixture's "
+        "cluster (racks: one per broker or one for all; overrides: Kafka broker configs by name; metrics: serve "
+        "/metrics on free ports)",
     )
 
 
@@ -51,10 +53,12 @@ def _racks(value: str | Sequence[str] | None) -> list[str] | None:
     return [str(r) for r in value]
 
 
-def _start(tmp: Any, brokers: int, racks: list[str] | None, overrides: Mapping[str, Any]) -> ThreadedCluster:
+def _start(tmp: Any, brokers: int, racks: list[str] | None, overrides: Mapping[str, Any],
+           metrics: bool = False) -> ThreadedCluster:
     from odradek.testing import start_cluster
 
-    return start_cluster(tmp, brokers, racks=racks, overrides={k: str(v) for k, v in overrides.items()})
+    return start_cluster(tmp, brokers, racks=racks, overrides={k: str(v) for k, v in overrides.items()},
+                         metrics=metrics)
 
 
 @pytest.fixture
@@ -62,12 +66,12 @@ def odradek_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     """A fresh odradek cluster for this test, shaped by ``@pytest.mark.odradek(...)``."""
     marker = request.node.get_closest_marker(MARKER)
     kwargs: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
-    unknown = set(kwargs) - {"brokers", "racks", "overrides"}
+    unknown = set(kwargs) - {"brokers", "racks", "overrides", "metrics"}
     if unknown:
-        raise pytest.UsageError(f"@pytest.mark.odradek takes brokers, racks, overrides; not {sorted(unknown)}")
+        raise pytest.UsageError(f"@pytest.mark.odradek takes brokers, racks, overrides, metrics; not {sorted(unknown)}")
     cluster = _start(
         tmp_path_factory.mktemp("odradek"), int(kwargs.get("brokers", DEFAULT_BROKERS)),
-        _racks(kwargs.get("racks")), dict(kwargs.get("overrides") or {}),
+        _racks(kwargs.get("racks")), dict(kwargs.get("overrides") or {}), bool(kwargs.get("metrics", False)),
     )
     try:
         yield cluster

@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -19,6 +19,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
 from odradek.cluster import LocalCluster
 from odradek.migration import refuse_for_zookeeper
+from odradek.ready_file import ready_line, write_ready_file
 
 log = logging.getLogger(__name__)
 
@@ -35,43 +36,31 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
         if not broker.halted.is_set():
             await broker.stop()
 
-    line = f"bootstrap.servers={broker.host}:{broker.port}"
+    endpoints = {"bootstrap.servers": f"{broker.host}:{broker.port}"}
     if broker.metrics_port is not None:
-        line += f" metrics=http://{broker.host}:{broker.metrics_port}/metrics"
-    per_listener = []
+        endpoints["metrics"] = f"http://{broker.host}:{broker.metrics_port}/metrics"
     if config["listeners"]:
-        per_listener = [f"bootstrap.servers.{name}={host}:{port}" for name, (host, port) in broker.advertised.items()]
-    await _serve(line, ready_file, stop_all, broker.halted, per_listener)
+        endpoints.update({f"bootstrap.servers.{name}": f"{host}:{port}"
+                          for name, (host, port) in broker.advertised.items()})
+    await _serve(endpoints, ready_file, stop_all, broker.halted)
 
 
 async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
     await cluster.start()
-    line = f"bootstrap.servers={cluster.bootstrap}"
-    if cluster.metrics_ports is not None:
-        # one line still: the metrics endpoints follow the bootstrap list after a space
-        line += f" metrics={cluster.metrics_endpoints}"
-    per_listener = []
-    if cluster.overrides.get("listeners"):
-        per_listener = [f"bootstrap.servers.{name}={cluster.bootstrap_on(name)}" for name in cluster.listener_names]
-    await _serve(line, ready_file, cluster.stop, per_listener=per_listener)
+    await _serve(cluster.endpoints(), ready_file, cluster.stop)
 
 
-async def _serve(line: str, ready_file: Path | None, shutdown: Callable[[], Awaitable[None]],
-                 halted: asyncio.Event | None = None, per_listener: list[str] | None = None) -> None:
-    """Announce readiness (one stdout line, and the ready file), then run until SIGINT or SIGTERM (or until the
-    broker stopped itself: ``halted``).
-
-    The ready line names the first listener. With ``listeners`` configured the ready file then has one line per
-    listener, ``bootstrap.servers.<LISTENER>=host:port,...``; readers take the first line as the ready line."""
+async def _serve(endpoints: Mapping[str, str], ready_file: Path | None, shutdown: Callable[[], Awaitable[None]],
+                 halted: asyncio.Event | None = None) -> None:
+    """Announce readiness (one stdout line, and the ready file with one endpoint per line), then run until SIGINT
+    or SIGTERM (or until the broker stopped itself: ``halted``)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    print(line, flush=True)
+    print(ready_line(endpoints), flush=True)
     if ready_file is not None:
-        tmp = ready_file.with_suffix(ready_file.suffix + ".tmp")
-        tmp.write_text("".join(f"{text}\n" for text in [line, *(per_listener or [])]))
-        tmp.replace(ready_file)
+        write_ready_file(ready_file, endpoints)
     try:
         waits = [asyncio.ensure_future(stop.wait())]
         if halted is not None:

@@ -77,6 +77,24 @@ class ThreadedCluster:
         return self.bootstrap
 
     @property
+    def endpoints(self) -> dict[str, str]:
+        """Every endpoint by the ready file's keys (:mod:`odradek.ready_file`): ``bootstrap.servers``, ``metrics``
+        when served, ``bootstrap.servers.<LISTENER>`` per listener when ``listeners`` is set."""
+        return self.run(self.cluster.endpoints)
+
+    @property
+    def metrics(self) -> str | None:
+        """``http://host:port/metrics`` of every running broker, comma-separated; None unless started with
+        ``metrics=True``."""
+        return self.endpoints.get("metrics")
+
+    @property
+    def listeners(self) -> dict[str, str]:
+        """Each listener's ``bootstrap.servers`` by listener name (empty unless ``listeners`` is set)."""
+        prefix = "bootstrap.servers."
+        return {key.removeprefix(prefix): value for key, value in self.endpoints.items() if key.startswith(prefix)}
+
+    @property
     def broker_ids(self) -> list[int]:
         return list(self.cluster.broker_ids)
 
@@ -137,11 +155,14 @@ def start_cluster(
     *,
     racks: Sequence[str] | None = None,
     overrides: Mapping[str, str] | None = None,
+    metrics: bool = False,
 ) -> ThreadedCluster:
-    """A started cluster with :data:`FAST_TEST_OVERRIDES` under ``overrides``; ``close()`` it when done."""
+    """A started cluster with :data:`FAST_TEST_OVERRIDES` under ``overrides``; ``close()`` it when done. With
+    ``metrics`` each broker serves ``/metrics`` and the console on a free port (:attr:`ThreadedCluster.metrics`)."""
     settings = dict(FAST_TEST_OVERRIDES)
     settings.update({k: str(v) for k, v in (overrides or {}).items()})
-    cluster = ThreadedCluster(brokers, data_dir, racks=list(racks) if racks else None, overrides=settings)
+    cluster = ThreadedCluster(brokers, data_dir, racks=list(racks) if racks else None, overrides=settings,
+                              metrics_ports=[0] * brokers if metrics else None)
     try:
         return cluster.start()
     except BaseException:

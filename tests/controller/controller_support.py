@@ -4,20 +4,36 @@ Only the brokers' network side is played: :class:`RecordingTransport` records ev
 as a broker would (success, or STALE_CONTROLLER_EPOCH to a controller older than one it has heard from). Each
 :class:`SimBroker` registers ``/brokers/ids/{id}`` with its own session and runs a real :class:`Controller`; the
 store is the embedded backend (or real ZooKeeper), so elections, watches, fencing and session expiry are real.
-:class:`StoreFaults` makes chosen writes of the controllers fail, to see what a refused write leaves behind.
+:class:`StoreFaults` makes chosen writes of the controllers fail, to see what a refused write leaves behind, and
+:class:`ConnectionLosses` cuts a controller's session at its Nth request, to see what a cut leaves behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller
-from odradek.coordination import Backend, CoordinationError, Op, Session
+from odradek.coordination import (
+    ANY_VERSION,
+    Backend,
+    ConnectionLossError,
+    CoordinationError,
+    Create,
+    Delete,
+    EmbeddedBackend,
+    ForwardingSession,
+    Op,
+    OpResult,
+    Session,
+    SetData,
+    Stat,
+)
+from odradek.coordination.store import WatchCallback
 from odradek.coordination.znodes import (
     BrokerRegistration,
     Endpoint,
@@ -177,6 +193,115 @@ class FaultySession:
         return await self._session.multi(ops)
 
 
+class ConnectionLosses:
+    """Cuts chosen brokers' sessions at their Nth store request from :meth:`arm` on (every call on the session is
+    one request; a pipelined call is one), as a dropped TCP connection to ZooKeeper would: the embedded store
+    suspends the session, so that request (and any other sent meanwhile) fails with connection loss, and the
+    session reconnects on the next turn of the loop, in time.
+
+    ``after`` chooses which half of a request the cut takes: False, the request never reaches the store; True, the
+    store applies it and its reply is lost, so whoever sends it again finds it already done."""
+
+    def __init__(self, backend: EmbeddedBackend) -> None:
+        self.backend = backend
+        self.after = False
+        self.hold = False
+        """True: a cut lasts until the test resumes the session (or expires it)."""
+        self._left: dict[int, int] = {}
+        self.fired: list[tuple[int, str]] = []
+        """(broker, request) of each cut made."""
+
+    def arm(self, at: int, brokers: Iterable[int], after: bool) -> None:
+        self.after = after
+        self._left = dict.fromkeys(brokers, at)
+
+    def is_cut_here(self, broker_id: int, request: str) -> bool:
+        left = self._left.get(broker_id)
+        if left is None:
+            return False
+        if left > 1:
+            self._left[broker_id] = left - 1
+            return False
+        del self._left[broker_id]
+        self.fired.append((broker_id, request))
+        return True
+
+    def cut(self, session: Session) -> None:
+        self.backend.suspend(session.session_id)
+        if not self.hold:
+            asyncio.get_running_loop().call_soon(self.backend.resume, session.session_id)
+
+
+class LossySession(ForwardingSession):
+    """A broker's embedded session with :class:`ConnectionLosses` between it and the broker's controller."""
+
+    def __init__(self, session: Session, broker_id: int, losses: ConnectionLosses) -> None:
+        super().__init__(session)
+        self._broker_id = broker_id
+        self._losses = losses
+
+    async def _request(self, name: str, call: Callable[[], Awaitable[Any]], lost: Callable[[], Any]) -> Any:
+        """``call``, unless this is the request to cut: then the session is cut before it or after it, and the
+        reply is ``lost()`` (raised when it is an exception)."""
+        losses = self._losses
+        if not losses.is_cut_here(self._broker_id, name):
+            return await call()
+        if not losses.after:
+            losses.cut(self.inner)
+            return await call()  # the suspended session answers with connection loss
+        await call()
+        losses.cut(self.inner)
+        reply = lost()
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def _lost_one(self) -> ConnectionLossError:
+        return ConnectionLossError(None, "injected connection loss")
+
+    def _lost_each(self, items: Sequence[Any]) -> Callable[[], list[ConnectionLossError]]:
+        return lambda: [self._lost_one() for _ in items]
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
+                     make_parents: bool = False) -> str:
+        return await self._request("create", lambda: self.inner.create(
+            path, data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents), self._lost_one)
+
+    async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
+        return await self._request("get", lambda: self.inner.get(path, watch), self._lost_one)
+
+    async def set(self, path: str, data: bytes, expected_version: int = ANY_VERSION) -> Stat:
+        return await self._request("set", lambda: self.inner.set(path, data, expected_version), self._lost_one)
+
+    async def delete(self, path: str, expected_version: int = ANY_VERSION) -> None:
+        await self._request("delete", lambda: self.inner.delete(path, expected_version), self._lost_one)
+
+    async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
+        return await self._request("children", lambda: self.inner.children(path, watch), self._lost_one)
+
+    async def children_with_stat(self, path: str, watch: WatchCallback | None = None) -> tuple[list[str], Stat]:
+        return await self._request("children", lambda: self.inner.children_with_stat(path, watch),
+                                   self._lost_one)
+
+    async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
+        return await self._request("exists", lambda: self.inner.exists(path, watch), self._lost_one)
+
+    async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        return await self._request("multi", lambda: self.inner.multi(ops), self._lost_one)
+
+    async def create_many(self, items: Sequence[Create]) -> list[str | CoordinationError]:
+        return await self._request("create_many", lambda: self.inner.create_many(items), self._lost_each(items))
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | CoordinationError]:
+        return await self._request("get_many", lambda: self.inner.get_many(paths), self._lost_each(paths))
+
+    async def set_many(self, items: Sequence[SetData]) -> list[Stat | CoordinationError]:
+        return await self._request("set_many", lambda: self.inner.set_many(items), self._lost_each(items))
+
+    async def delete_many(self, items: Sequence[Delete]) -> list[CoordinationError | None]:
+        return await self._request("delete_many", lambda: self.inner.delete_many(items), self._lost_each(items))
+
+
 class SimBroker:
     def __init__(self, cluster: SimCluster, broker_id: int, rack: str | None, config: Mapping[str, Any]) -> None:
         self.cluster = cluster
@@ -190,11 +315,16 @@ class SimBroker:
 
     async def current_session(self) -> Any:
         assert self.session is not None
-        faults = self.cluster.faults
-        if faults is None:
+        faults, losses = self.cluster.faults, self.cluster.losses
+        if faults is None and losses is None:
             return self.session
         if self._wrapped is None or self._wrapped[0] is not self.session:
-            self._wrapped = (self.session, FaultySession(self.session, faults))
+            wrapped: Any = self.session
+            if losses is not None:
+                wrapped = LossySession(wrapped, self.broker_id, losses)
+            if faults is not None:
+                wrapped = FaultySession(wrapped, faults)
+            self._wrapped = (self.session, wrapped)
         return self._wrapped[1]
 
     async def start(self) -> None:
@@ -231,12 +361,13 @@ class SimBroker:
 
 class SimCluster:
     def __init__(self, backend: Backend, config: Mapping[str, Any] | None = None, clock: Clock | None = None,
-                 faults: StoreFaults | None = None) -> None:
-        """``clock`` is the controllers' (each gets its own SystemClock by default); ``faults``, when given, sits
-        between every controller and its session."""
+                 faults: StoreFaults | None = None, losses: ConnectionLosses | None = None) -> None:
+        """``clock`` is the controllers' (each gets its own SystemClock by default); ``faults`` and ``losses``,
+        when given, sit between every controller and its session."""
         self.backend = backend
         self.clock = clock
         self.faults = faults
+        self.losses = losses
         self.transport = RecordingTransport()
         self.config = dict(config or {})
         self.brokers: dict[int, SimBroker] = {}

@@ -14,12 +14,10 @@ from odradek.controller.applier import Applier
 from odradek.controller.config import ControllerConfig
 from odradek.controller.plan import LeaderChange, Plan
 from odradek.controller.shared import Shared
-from odradek.coordination import BadVersionError, ConnectionLossError, CoordinationError, EmbeddedBackend
+from odradek.coordination import BadVersionError, CoordinationError, EmbeddedBackend
 from odradek.coordination.znodes import (
-    REASSIGN_PARTITIONS,
     BrokerRegistration,
     Endpoint,
-    PartitionReassignment,
     PartitionState,
     TopicPartition,
     encode_controller_epoch,
@@ -183,73 +181,6 @@ async def test_auto_rebalance_runs_when_the_clock_passes_the_interval_and_not_be
         clock.advance(1)
         await wait_for(lambda: leaders_are(c, 1), what="the check at 65 s moves both leaderships back")
         await wait_for(lambda: clock.sleep_deadlines() == [125_000], what="the next check armed")
-    finally:
-        await c.stop()
-
-
-async def test_an_event_that_lost_the_connection_is_retried_after_the_backoff_on_the_injected_clock() -> None:
-    clock = ManualClock()
-    faults = StoreFaults()
-    c = await SimCluster(EmbeddedBackend(ManualClock()), {"auto.leader.rebalance.enable": False,
-                                                          "retry.backoff.ms": 250},
-                         clock=clock, faults=faults).start(4)
-    try:
-        controller = await c.wait_controller()
-        await c.create_topic("t", {0: [0, 1]})
-        await wait_for(lambda: c.state("t", 0))
-        await c.idle()
-        faults.fail(topic_path("t"), error=ConnectionLossError)
-        assert c.admin is not None
-        await c.admin.create(REASSIGN_PARTITIONS, PartitionReassignment({T0: (2, 3)}).to_json())
-        await wait_for(lambda: topic_path("t") in faults.refused, what="the reassignment's first write")
-        await wait_for(lambda: clock.sleep_deadlines() == [250], what="the event parked for a retry")
-        faults.clear()
-        await controller.wait_idle()
-        # Nothing happened meanwhile, and nothing half-done is left to make the retry skip the partition.
-        assert controller.ctx.being_reassigned == {}
-        await assert_context_matches_store(c, controller.ctx, T0)
-        clock.advance(249)
-        await controller.wait_idle()
-        assert controller.ctx.being_reassigned == {}
-        clock.advance(1)
-        await wait_for(lambda: T0 in controller.ctx.being_reassigned, what="the retried event starts it")
-        await c.idle()
-        await assert_context_matches_store(c, controller.ctx, T0)
-        doc = await c.assignment("t")
-        assert doc is not None and doc.adding_replicas == {0: (2, 3)}
-    finally:
-        await c.stop()
-
-
-async def test_a_lasting_connection_loss_backs_off_to_a_cap_and_is_logged_once(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """Cut from ZooKeeper, the controller retries at 250, 500, 1000, 1000 ms ... (not every retry.backoff.ms) and
-    writes one warning for the whole cut; once ZooKeeper answers, the streak is over."""
-    clock = ManualClock()
-    faults = StoreFaults()
-    c = await SimCluster(EmbeddedBackend(ManualClock()), {"auto.leader.rebalance.enable": False,
-                                                          "retry.backoff.ms": 250},
-                         clock=clock, faults=faults).start(4)
-    try:
-        controller = await c.wait_controller()
-        await c.create_topic("t", {0: [0, 1]})
-        await wait_for(lambda: c.state("t", 0))
-        await c.idle()
-        faults.fail(topic_path("t"), error=ConnectionLossError)
-        assert c.admin is not None
-        caplog.set_level("WARNING", logger="odradek.controller")
-        await c.admin.create(REASSIGN_PARTITIONS, PartitionReassignment({T0: (2, 3)}).to_json())
-        deadline = 0
-        for delay in (250, 500, 1000, 1000, 1000):
-            deadline += delay
-            await wait_for(lambda d=deadline: clock.sleep_deadlines() == [d], what=f"a retry parked for {delay} ms")
-            clock.advance(delay)
-        lost = [r for r in caplog.records if "connection lost" in r.getMessage()]
-        assert len(lost) == 1, [r.getMessage() for r in lost]
-        faults.clear()
-        await wait_for(lambda: T0 in controller.ctx.being_reassigned, what="the retried event starts it")
-        assert controller._loss_streak == 0  # the next cut starts from retry.backoff.ms again
     finally:
         await c.stop()
 

@@ -22,6 +22,7 @@ from odradek.controller.context import PartitionReplica, TopicPartition
 from odradek.controller.states import PARTITION_VALID_PREVIOUS, PartitionState, StateTable
 from odradek.controller.transitions import TransitionLog
 from odradek.observe.view import decode_assignment
+from odradek.ready_file import read_ready_file
 from odradek.testing import FAST_TEST_OVERRIDES, ThreadedCluster
 
 P = PartitionState
@@ -112,7 +113,7 @@ def test_bad_http_requests_get_an_error_status_and_the_server_keeps_serving(one_
         assert response.headers["Content-Type"].startswith("text/html") and b"<script>" in response.read()
 
 
-def test_odradek_up_prints_each_brokers_metrics_endpoint_on_its_ready_line(tmp_path: Path) -> None:
+def test_odradek_up_lists_each_brokers_metrics_endpoint_in_its_ready_file(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     src = str(Path(__file__).resolve().parents[2] / "src")
     env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -121,11 +122,11 @@ def test_odradek_up_prints_each_brokers_metrics_endpoint_on_its_ready_line(tmp_p
          "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready), "--log-level", "WARNING"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
-        line = str(wait_for(lambda: ready.exists() and ready.read_text().strip().splitlines()[0],
-                            lambda text: bool(text), 60, "the ready file"))
-        bootstrap, metrics = line.split(" ")
-        assert bootstrap.startswith("bootstrap.servers=") and len(bootstrap.split(",")) == 2
-        urls = metrics.removeprefix("metrics=").split(",")
+        wait_for(ready.exists, lambda exists: exists, 60, "the ready file")
+        endpoints = read_ready_file(ready)
+        assert list(endpoints) == ["bootstrap.servers", "metrics"]  # one endpoint per line
+        assert len(endpoints["bootstrap.servers"].split(",")) == 2
+        urls = endpoints["metrics"].split(",")
         assert len(urls) == 2 and all(u.startswith("http://127.0.0.1:") and u.endswith("/metrics") for u in urls)
         actives = sorted(value(scrape(u), "kafka_controller_kafkacontroller_activecontrollercount") for u in urls)
         assert actives == [0.0, 1.0]

@@ -38,7 +38,10 @@ def up(
     data_dir: Path, host: str, port: int, broker_id: int, rack: str | None, ready_file: Path | None,
     overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None, metrics_port: int | None,
 ) -> None:
-    """Start a cluster on the embedded store (one broker unless --brokers N); print ``bootstrap.servers=...``.
+    """Start a quickstart cluster on the embedded store (one broker unless --brokers N); print its endpoints.
+
+    The brokers take Kafka's quickstart values (its shipped ``config/server.properties``, e.g.
+    ``group.initial.rebalance.delay.ms=0``) where they differ from the code defaults; ``--override`` wins.
 
     One broker or many, every broker runs the controller and the cluster keeps its metadata journaled in
     ``DATA_DIR/coordination``; broker ``<id>`` keeps its logs in ``DATA_DIR/broker-<id>``. Brokers get consecutive
@@ -47,6 +50,7 @@ def up(
     """
     from odradek.cluster import LocalCluster
     from odradek.migration import MigrationRefused
+    from odradek.quickstart import up_settings
     from odradek.runner import configure_logging, exit_after_stop, run_cluster
 
     configure_logging(log_level)
@@ -56,6 +60,7 @@ def up(
         broker_id = int(settings.pop("broker.id", broker_id))  # server.properties habit: the first broker's id
     except ValueError as exc:
         raise click.UsageError(f"broker.id must be a number: {exc}") from exc
+    settings = up_settings(brokers, settings)
     rack_list = racks.split(",") if racks else ([rack] if rack else None)
     try:
         cluster = LocalCluster(
@@ -88,13 +93,15 @@ def broker(
     broker_id: int, zookeeper: str, data_dir: Path, host: str, port: int, rack: str | None,
     ready_file: Path | None, overrides: tuple[str, ...], log_level: str, metrics_port: int | None,
 ) -> None:
-    """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft)."""
+    """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft), on Kafka's code defaults."""
     from odradek.migration import MigrationRefused
+    from odradek.quickstart import log_broker_settings
     from odradek.runner import configure_logging, exit_after_stop, run_zookeeper_broker
 
     configure_logging(log_level)
     loop = _loop_factory()
     settings = key_values(overrides)
+    log_broker_settings(settings)
     settings["broker.id"] = str(broker_id)
     settings["zookeeper.connect"] = zookeeper
     if rack:

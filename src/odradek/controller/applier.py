@@ -6,7 +6,9 @@ Seed 001 sections 2 and 3: the context mirrors the znodes and the batch tells br
 and committing after means a write that fails (or is fenced: :class:`~odradek.controller.zkstore.ControllerMovedError`
 propagates and the controller resigns) leaves the context as the store has it and sends no broker a change that
 never happened. Partition states that somebody else wrote first (BadVersion) are re-read into the context, so the
-caller can decide again from what the store holds, as Kafka's ``updateLeaderAndIsr`` retries do.
+caller can decide again from what the store holds, as Kafka's ``updateLeaderAndIsr`` retries do; a re-read state
+that is exactly the one written (same leader, ISR and epochs) was this controller's own write, sent again after a
+connection loss took its reply (:mod:`odradek.coordination.retry`), and counts as written.
 """
 
 from __future__ import annotations
@@ -109,8 +111,16 @@ class Applier:
                 if not isinstance(error, BadVersionError):
                     applied.failed[tp] = error
             if stale:
-                leadership.update(await store.states(stale))
-                applied.stale.extend(stale)
+                found = await store.states(stale)
+                leadership.update(found)
+                for tp in stale:
+                    now = found.get(tp)
+                    if now is not None and _same_state(now, changes[tp].state):
+                        # Our own write, sent again after a connection loss swallowed its reply: it is written.
+                        add(ctx, changes[tp].recipients, tp, now)
+                        applied.written[tp] = now
+                    else:
+                        applied.stale.append(tp)
 
     async def _write_assignments(self, assignments: Mapping[TopicPartition, ReplicaAssignment],
                                  reassigning: Mapping[TopicPartition, tuple[int, ...] | None]) -> None:
@@ -139,3 +149,9 @@ class Applier:
         ctx.topics_with_deletion_started.discard(topic)
         self._shared.watchers.pop(("topic", topic), None)
         ctx.remove_topic(topic)
+
+
+def _same_state(a: LeaderIsr, b: LeaderIsr) -> bool:
+    """The same leader and ISR at the same leader and controller epochs, whatever the znode versions."""
+    return (a.leader, a.leader_epoch, a.isr, a.controller_epoch) == (b.leader, b.leader_epoch, b.isr,
+                                                                    b.controller_epoch)

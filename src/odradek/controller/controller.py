@@ -15,6 +15,12 @@ Resignation (session expired, ``/controller`` taken by another broker, a fenced 
 and the timers, forgets the context, and bumps a generation number that turns every watch armed while active into
 a no-op; the coordination session API has no ``removeWatches``, so stale watches are disarmed by ignoring them
 when they fire.
+
+Cut from ZooKeeper, the controller retries requests, never events (``KafkaZkClient.retryRequestsUntilConnected``):
+its store runs on a :class:`~odradek.coordination.retry.RetryingSession`, so a request that meets a connection
+loss waits until the session is back and is sent again, and an event either completes or stops because the
+session expired (or the controller was fenced), after which the controller resigns and the next one's failover
+rebuilds the context from the store.
 """
 
 from __future__ import annotations
@@ -65,8 +71,8 @@ from odradek.controller.states import PartitionState, ReplicaState
 from odradek.controller.topics import TopicManager
 from odradek.controller.transitions import TransitionLog
 from odradek.controller.zkstore import ControllerMovedError, ControllerStore
+from odradek.coordination.retry import RetryingSession
 from odradek.coordination.store import (
-    ConnectionLossError,
     CoordinationError,
     EventType,
     Session,
@@ -76,16 +82,9 @@ from odradek.coordination.store import (
 )
 from odradek.coordination.znodes import ensure_kafka_layout
 from odradek.errors import ErrorCode, KafkaError
-from odradek.log_limit import LogLimiter, backoff_ms
 from odradek.protocol.controller_requests import LEADER_AND_ISR, STOP_REPLICA, StopReplicaRequest
 
 log = logging.getLogger("odradek.controller")
-
-# Cut from ZooKeeper, the controller retries an event from retry.backoff.ms doubling up to this, and logs the cut
-# at most once per LOG_INTERVAL_MS: Kafka's controller waits quietly for its ZooKeeper client to reconnect.
-MAX_RETRY_BACKOFF_MS = 1_000
-LOG_INTERVAL_MS = 30_000
-CONNECTION_LOSS = "connection loss"
 
 P = PartitionState
 R = ReplicaState
@@ -122,8 +121,6 @@ class Controller:
         self._stopped = False
         self._active_id: int | None = None
         self.events_processed = 0
-        self._loss_streak = 0  # consecutive events that met a ZooKeeper connection loss
-        self._noise = LogLimiter(clock, LOG_INTERVAL_MS)
 
         shared = self._shared = Shared(broker_id, self._config, clock, self._post)
         partitions = self._partitions = PartitionStateMachine(shared)
@@ -187,10 +184,11 @@ class Controller:
             self._loop_task = None
         was_active = self._shared.active
         await self._resign()
-        store = self._shared.store_or_none
-        if was_active and store is not None:
+        if was_active and self._session is not None:
+            # Straight on the session, not retried: a broker stopping while cut off must not wait for ZooKeeper
+            # (its ephemeral goes with its session anyway).
             with contextlib.suppress(CoordinationError):
-                await store.delete_controller_if_mine(self.broker_id)
+                await ControllerStore(self._session).delete_controller_if_mine(self.broker_id)
         self._fail_pending(KafkaError(ErrorCode.not_controller, "controller stopped"))
         if self._session is not None:
             self._session.remove_listener(self._on_session_state)
@@ -260,7 +258,7 @@ class Controller:
         if self._session is not None and self._session is not session:
             self._session.remove_listener(self._on_session_state)
         self._session = session
-        self._shared.store_or_none = ControllerStore(session)
+        self._shared.store_or_none = ControllerStore(RetryingSession(session, f"controller {self.broker_id}"))
         session.add_listener(self._on_session_state)
 
     def _on_session_state(self, state: SessionState) -> None:
@@ -313,40 +311,10 @@ class Controller:
                 log.warning("controller %d: session expired while handling %s", self.broker_id,
                             type(event).__name__)
                 await self._resign()
-            except ConnectionLossError:
-                self._on_connection_loss(event)
             except Exception:
                 log.exception("controller %d: error handling %s", self.broker_id, type(event).__name__)
-            else:
-                if self._loss_streak:
-                    log.info("controller %d: %s went through after %d connection-loss retries", self.broker_id,
-                             type(event).__name__, self._loss_streak)
-                    self._loss_streak = 0
-                    self._noise.clear(CONNECTION_LOSS)
             finally:
                 self.events_processed += 1
-
-    def _on_connection_loss(self, event: Event) -> None:
-        """Cut from ZooKeeper: retry ``event`` with a backoff that doubles while the cut lasts, and say so once per
-        LOG_INTERVAL_MS rather than on every retry (until the session comes back or expires; see log_limit)."""
-        delay_ms = backoff_ms(self._loss_streak, self._shared.config.retry_backoff_ms, MAX_RETRY_BACKOFF_MS)
-        self._loss_streak += 1
-        held = self._noise.check(CONNECTION_LOSS)
-        if held is not None:
-            more = f" ({held} more retries since the last such line)" if held else ""
-            log.warning("controller %d: ZooKeeper connection lost handling %s; retrying in %d ms%s",
-                        self.broker_id, type(event).__name__, delay_ms, more)
-        self._retry_later(event, delay_ms)
-
-    def _retry_later(self, event: Event, delay_ms: int) -> None:
-        """Post ``event`` again after ``delay_ms`` on the controller's clock (a resignation cancels it)."""
-        shared = self._shared
-
-        async def later() -> None:
-            await shared.clock.sleep(delay_ms / 1000)
-            self._post(event)
-
-        shared.start_timer(later(), name=f"controller-{self.broker_id}-retry")
 
     async def _process(self, event: Event) -> None:
         if isinstance(event, ApiCall):

@@ -109,12 +109,18 @@ class ControllerStore:
         return registration.broker_id if registration else None
 
     async def try_register(self, broker_id: int, timestamp: int) -> bool:
+        """Create the ephemeral ``/controller``; an existing one counts as ours when this session owns it (a
+        create whose reply a connection loss swallowed, sent again: Kafka's ``CheckedEphemeral``)."""
         try:
             await self.session.create(CONTROLLER, ControllerRegistration(broker_id, timestamp).to_json(),
                                       ephemeral=True)
             return True
         except NodeExistsError:
-            return False
+            try:
+                _, stat = await self.session.get(CONTROLLER)
+            except NoNodeError:
+                return False
+            return stat.ephemeral_owner == self.session.session_id
 
     async def increment_epoch(self) -> int:
         """Bump ``/controller_epoch`` by compare-and-set; a lost race means somebody else is controller."""

@@ -45,6 +45,7 @@ __all__ = [
     "Create",
     "Delete",
     "EventType",
+    "ForwardingSession",
     "NoChildrenForEphemeralsError",
     "NoNodeError",
     "NodeExistsError",
@@ -368,3 +369,70 @@ class Backend(abc.ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class ForwardingSession(Session):
+    """A session that hands every call to ``inner``: the base of wrappers that change a few of them (the
+    controller's :class:`~odradek.coordination.retry.RetryingSession`, tests' fault injectors)."""
+
+    def __init__(self, inner: Session) -> None:
+        self.inner = inner
+
+    @property
+    def session_id(self) -> int:
+        return self.inner.session_id
+
+    @property
+    def timeout_ms(self) -> int:
+        return self.inner.timeout_ms
+
+    @property
+    def state(self) -> SessionState:
+        return self.inner.state
+
+    def add_listener(self, listener: SessionListener) -> None:
+        self.inner.add_listener(listener)
+
+    def remove_listener(self, listener: SessionListener) -> None:
+        self.inner.remove_listener(listener)
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False,
+                     make_parents: bool = False) -> str:
+        return await self.inner.create(path, data, ephemeral=ephemeral, sequential=sequential,
+                                       make_parents=make_parents)
+
+    async def get(self, path: str, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
+        return await self.inner.get(path, watch)
+
+    async def set(self, path: str, data: bytes, expected_version: int = ANY_VERSION) -> Stat:
+        return await self.inner.set(path, data, expected_version)
+
+    async def delete(self, path: str, expected_version: int = ANY_VERSION) -> None:
+        await self.inner.delete(path, expected_version)
+
+    async def children(self, path: str, watch: WatchCallback | None = None) -> list[str]:
+        return await self.inner.children(path, watch)
+
+    async def children_with_stat(self, path: str, watch: WatchCallback | None = None) -> tuple[list[str], Stat]:
+        return await self.inner.children_with_stat(path, watch)
+
+    async def exists(self, path: str, watch: WatchCallback | None = None) -> Stat | None:
+        return await self.inner.exists(path, watch)
+
+    async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        return await self.inner.multi(ops)
+
+    async def create_many(self, items: Sequence[Create]) -> list[str | CoordinationError]:
+        return await self.inner.create_many(items)
+
+    async def get_many(self, paths: Sequence[str]) -> list[tuple[bytes, Stat] | CoordinationError]:
+        return await self.inner.get_many(paths)
+
+    async def set_many(self, items: Sequence[SetData]) -> list[Stat | CoordinationError]:
+        return await self.inner.set_many(items)
+
+    async def delete_many(self, items: Sequence[Delete]) -> list[CoordinationError | None]:
+        return await self.inner.delete_many(items)
+
+    async def close(self) -> None:
+        await self.inner.close()

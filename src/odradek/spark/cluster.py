@@ -120,13 +120,20 @@ class Cluster:
         return self._list({tp: OffsetSpec.for_timestamp(ts) for tp, ts in wanted.items()})
 
     def ensure_topic(self, topic: str, partitions: int = 1) -> None:
-        """Create a topic if it is missing, replicated as widely as the cluster allows (up to 3)."""
+        """Create a topic if it is missing, replicated as widely as the cluster allows (up to 3).
+
+        With three replicas it also gets ``min.insync.replicas=2``, so an acks=all write survives one broker's
+        death and is never acknowledged by a lone leader. A topic that already exists is left as it is.
+        """
         metadata = self.admin.list_topics(timeout=self._timeout)
         existing = metadata.topics.get(topic)
         if existing is not None and existing.error is None:
             return
         replication = max(1, min(3, len(metadata.brokers)))
-        futures = self.admin.create_topics([NewTopic(topic, partitions, replication)], request_timeout=self._timeout)
+        config = {"min.insync.replicas": "2"} if replication == 3 else {}
+        futures = self.admin.create_topics(
+            [NewTopic(topic, partitions, replication, config=config)], request_timeout=self._timeout
+        )
         for future in futures.values():
             try:
                 future.result()

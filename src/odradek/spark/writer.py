@@ -159,8 +159,15 @@ def commit_topic(opts: SinkOptions, query_id: str) -> str:
 
 
 def last_committed_batch(opts: SinkOptions, topic: str) -> int | None:
-    """The batch id in the newest marker of ``topic``, or None when the query never committed."""
+    """The batch id in the newest marker of ``topic``, or None when the query never committed.
+
+    The marker topic is created first, as :meth:`Cluster.ensure_topic` replicates it: looking its leader up is a
+    Metadata request, and a broker with ``auto.create.topics.enable`` would otherwise create it from that request
+    with ``default.replication.factor`` (1 by default), leaving the sink unable to commit while that one broker is
+    down.
+    """
     cluster = Cluster(opts.client_config)
+    cluster.ensure_topic(topic)
     leader = cluster.leader((topic, 0))
     if leader is None:
         return None

@@ -70,7 +70,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         continue
                     value = services.config[name]
                     text = None if value is None else (str(value).lower() if kind is bool else str(value))
-                    source = DEFAULT_CONFIG if value == default else STATIC_BROKER_CONFIG
+                    # Kafka: STATIC_BROKER_CONFIG for a name server.properties (here: the settings given) sets,
+                    # even to its default's value
+                    set_here = name in services.config.explicit or value != default
+                    source = STATIC_BROKER_CONFIG if set_here else DEFAULT_CONFIG
                     sensitive = name in SENSITIVE
                     entries.append(
                         entry_cls(
