@@ -30,7 +30,7 @@ def start(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     ready = data_dir.parent / "ready"
     ready.unlink(missing_ok=True)  # a restart must not read the previous run's address
     cmd = [sys.executable, "-m", "odradek", "up", "--port", "0", "--data-dir", str(data_dir),
-           "--ready-file", str(ready)]
+           "--ready-file", str(ready), "--schema-registry-port", "none"]
     log = open(data_dir.parent / "broker.log", "ab")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     deadline = time.monotonic() + 120

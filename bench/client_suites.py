@@ -5,7 +5,11 @@ A measuring tool, not part of CI: the suites are not ours to copy into the repos
 dependencies), then::
 
     python bench/client_suites.py --kafka-python /tmp/suites/kp --kafka-python-venv /tmp/suites/venv-kp \\
-        --confluent /tmp/suites/ckp --confluent-venv /tmp/suites/venv-ckp
+        --confluent /tmp/suites/ckp --confluent-venv /tmp/suites/venv-ckp --confluent-schema-registry
+
+``--confluent-schema-registry`` runs confluent-kafka-python's ``tests/integration/schema_registry`` (sync and async)
+against the registry ``odradek up`` serves (``SR_URL`` from its ready file), in the same tree and venv (which then
+also needs ``pytest-asyncio`` and ``googleapis-common-protos``).
 
 Each suite gets its own broker (``odradek up --port 0``) on a fresh data directory, so one suite's topics and
 groups never change another's results. The summary line of each pytest run is parsed into counts; the failing
@@ -25,6 +29,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from odradek.ready_file import read_ready_file
 
 ROOT = Path(__file__).resolve().parent.parent
 # The broker settings kafka-python's own fixture gives the Kafka it starts (servers/resources/default/
@@ -55,6 +61,16 @@ CONFLUENT_ARGS = [
     "--ignore=tests/integration/share_consumer_sasl", "--ignore=tests/integration/integration_test.py",
     "--deselect", "tests/integration/admin/test_describe_operations.py",
 ]
+# The one test that needs a second, older cluster (Confluent Platform 7.0.1, whose registry answered 500 where newer
+# ones answer 422) is left out, in both halves; the async half needs ByoFixture.async_schema_registry, which the
+# suite's fixture lacks (bench/confluent_byo_async_registry.py adds it).
+OLDER_CLUSTER_TEST = "test_api_client.py::test_api_get_register_schema_invalid[kafka_cluster_cp_7_0_1-500-500]"
+CONFLUENT_SR_ARGS = [
+    "-m", "pytest", "-p", "no:cacheprovider", "-p", "confluent_byo_async_registry", "-o", "asyncio_mode=auto",
+    "--timeout=120", "-rfEs", "tests/integration/schema_registry",
+    "--deselect", f"tests/integration/schema_registry/_sync/{OLDER_CLUSTER_TEST}",
+    "--deselect", f"tests/integration/schema_registry/_async/{OLDER_CLUSTER_TEST}",
+]
 COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|deselected|xfailed|xpassed)")
 
 
@@ -66,11 +82,15 @@ class SuiteResult:
     seconds: float = 0.0
 
 
-def start_broker(data_dir: Path, overrides: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``odradek up`` on a free port and return it with its bootstrap address (from the ready file)."""
+def start_broker(data_dir: Path, overrides: list[str],
+                 schema_registry: bool = False) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """Start ``odradek up`` on a free port and return it with its ready file's endpoints (``bootstrap.servers``,
+    ``schema.registry.url``). The registry is off unless asked for: its election group is a stable consumer group,
+    which suites that expect none (confluent-kafka-python's test_basic_operations) would count."""
     ready = data_dir.parent / f"{data_dir.name}.ready"
     ready.unlink(missing_ok=True)
-    cmd = [*ODRADEK, "up", "--port", "0", "--data-dir", str(data_dir), "--ready-file", str(ready)]
+    cmd = [*ODRADEK, "up", "--port", "0", "--data-dir", str(data_dir), "--ready-file", str(ready),
+           "--schema-registry-port", "0" if schema_registry else "none"]
     for item in overrides:
         cmd += ["--override", item]
     log_file = (data_dir.parent / f"{data_dir.name}.log").open("wb")
@@ -79,7 +99,7 @@ def start_broker(data_dir: Path, overrides: list[str]) -> tuple[subprocess.Popen
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if ready.exists() and ready.read_text().strip():
-            return proc, ready.read_text().split("=", 1)[1].split(",")[0].strip()
+            return proc, read_ready_file(ready)
         if proc.poll() is not None:
             raise RuntimeError(f"broker exited with {proc.returncode}; see {log_file.name}")
         time.sleep(0.2)
@@ -99,12 +119,17 @@ def stop_broker(proc: subprocess.Popen[bytes]) -> None:
 def run_suite(name: str, tree: Path, venv: Path, args: list[str], env: dict[str, str], work: Path,
               overrides: list[str]) -> SuiteResult:
     data_dir = work / f"data-{name}"
-    proc, bootstrap = start_broker(data_dir, overrides)
+    proc, ready = start_broker(data_dir, overrides, schema_registry="SR_URL" in env)
+    bootstrap = ready["bootstrap.servers"].split(",")[0]
     result = SuiteResult(name)
     started = time.monotonic()
     try:
-        full_env = {**os.environ, **{k: v.replace("{bootstrap}", bootstrap) for k, v in env.items()}}
+        full_env = {**os.environ, **{k: v.replace("{bootstrap}", bootstrap)
+                                     .replace("{schema_registry}", ready.get("schema.registry.url", ""))
+                                     for k, v in env.items()}}
         full_env.pop("PYTHONPATH", None)
+        if "PYTHONPATH" in env:
+            full_env["PYTHONPATH"] = env["PYTHONPATH"]
         out = subprocess.run([str(venv / "bin" / "python"), *args], cwd=tree, env=full_env,
                              capture_output=True, text=True, check=False)
     finally:
@@ -126,6 +151,8 @@ def main() -> int:
     parser.add_argument("--kafka-python-venv", type=Path)
     parser.add_argument("--confluent", type=Path, help="confluent-kafka-python source tree (git tag v2.15.0)")
     parser.add_argument("--confluent-venv", type=Path)
+    parser.add_argument("--confluent-schema-registry", action="store_true",
+                        help="also run its tests/integration/schema_registry against odradek's registry")
     parser.add_argument("--override", action="append", default=[], help="broker config key=value")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
     parser.add_argument("--confluent-group-protocol", choices=("classic", "consumer"), default="classic",
@@ -144,6 +171,10 @@ def main() -> int:
         env = {"BROKERS": "{bootstrap}", "TEST_CONSUMER_GROUP_PROTOCOL": args.confluent_group_protocol}
         results.append(run_suite("confluent-kafka-python", args.confluent, args.confluent_venv, CONFLUENT_ARGS,
                                  env, work, [*CONFLUENT_BROKER, *args.override]))
+    if args.confluent and args.confluent_schema_registry:
+        env = {"BROKERS": "{bootstrap}", "SR_URL": "{schema_registry}", "PYTHONPATH": str(ROOT / "bench")}
+        results.append(run_suite("confluent-schema-registry", args.confluent, args.confluent_venv,
+                                 CONFLUENT_SR_ARGS, env, work, args.override))
     for r in results:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(r.counts.items()))
         print(f"{r.name}: {counts} ({r.seconds:.0f} s)")

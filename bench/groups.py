@@ -52,6 +52,8 @@ class Broker:
             "-m",
             "odradek",
             "up",
+            "--schema-registry-port",
+            "none",
             "--port",
             "0",
             "--data-dir",

@@ -70,7 +70,7 @@ def cluster(src: str | None, processes: bool = False) -> Iterator[tuple[str, lis
                      Path(tmp, f"ready-{i}")) for i in range(3)]
         else:
             cmds = [(["odradek", "up", "--brokers", "3", "--data-dir", f"{tmp}/data", "--ready-file", f"{tmp}/ready",
-                      *common], Path(tmp, "ready"))]
+                      "--schema-registry-port", "none", *common], Path(tmp, "ready"))]
         procs: list[subprocess.Popen[bytes]] = []
         try:
             for cmd, ready in cmds:

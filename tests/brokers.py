@@ -20,6 +20,20 @@ from odradek.ready_file import read_ready_file
 READY_TIMEOUT_S = 60.0
 
 
+# A broker whose only listener is SASL_PLAINTEXT: admin logs in with PLAIN (its JAAS on the listener), and SCRAM
+# users can be added; failed logins are answered without Kafka's delay.
+PLAIN_ADMIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+                    'password="admin-secret" user_admin="admin-secret";')
+SASL_PLAINTEXT_ARGS = [
+    "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+    "--override", "inter.broker.listener.name=SASL_PLAINTEXT",
+    "--override", "sasl.mechanism.inter.broker.protocol=PLAIN",
+    "--override", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+    "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_ADMIN_JAAS}",
+    "--override", "group.initial.rebalance.delay.ms=0",
+    "--override", "connection.failed.authentication.delay.ms=10",
+]
+
 def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05, what: str = "") -> object:
     """Poll ``predicate`` until it returns something truthy; fail the test with ``what`` at the deadline."""
     deadline = time.monotonic() + timeout
@@ -50,7 +64,7 @@ class BrokerProcess:
         cmd = [
             sys.executable, "-m", "odradek", "up",
             "--port", str(self.port), "--data-dir", str(self.data_dir), "--ready-file", str(ready),
-            *self.extra_args,
+            "--schema-registry-port", "none", *self.extra_args,
         ]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
         env = dict(os.environ, PYTHONUNBUFFERED="1")

@@ -2,7 +2,8 @@
 
 Two fixtures, both :class:`odradek.testing.ThreadedCluster` objects (``bootstrap_servers``, ``metrics``,
 ``listeners``, ``endpoints`` (the ready file's lines as a dict), ``kill(id)``,
-``restart(id)``, ``stop(id)``, ``pause(id)``, ``resume(id)``, ``isolate(id)``, ``heal(id)``, ``controller_id()``):
+``restart(id)``, ``stop(id)``, ``pause(id)``, ``resume(id)``, ``isolate(id)``, ``heal(id)``, ``controller_id()``,
+and ``schema_registry_url``: a schema registry on the cluster, started the first time a test reads it):
 
 - ``odradek_cluster``: a fresh cluster for each test (function scope), shaped by the test's
   ``@pytest.mark.odradek(brokers=N, racks=[...], overrides={...}, metrics=True)`` marker (three brokers without

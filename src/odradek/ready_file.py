@@ -13,8 +13,10 @@ from pathlib import Path
 
 
 def ready_line(endpoints: Mapping[str, str]) -> str:
-    """The stdout line: ``bootstrap.servers=...``, then ``metrics=...`` after a space when metrics are served."""
-    return " ".join(f"{key}={endpoints[key]}" for key in ("bootstrap.servers", "metrics") if key in endpoints)
+    """The stdout line: ``bootstrap.servers=...``, then ``schema.registry.url=...`` and ``metrics=...`` after a
+    space each, when they are served."""
+    return " ".join(f"{key}={endpoints[key]}" for key in ("bootstrap.servers", "schema.registry.url", "metrics")
+                    if key in endpoints)
 
 
 def write_ready_file(path: Path, endpoints: Mapping[str, str]) -> None:

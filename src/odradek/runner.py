@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
@@ -21,22 +21,31 @@ from odradek.cluster import LocalCluster
 from odradek.migration import refuse_for_zookeeper
 from odradek.ready_file import ready_line, write_ready_file
 
+if TYPE_CHECKING:
+    from odradek.schema_registry.server import SchemaRegistry
+
 log = logging.getLogger(__name__)
 
 
 async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zookeeper: str,
-                               metrics_port: int | None = None) -> None:
+                               metrics_port: int | None = None, schema_registry_port: int | None = None) -> None:
     from odradek.coordination import ZooKeeperBackend
 
     refuse_for_zookeeper(Path(config.data_dir))
     broker = Broker(config, ZooKeeperBackend(zookeeper), metrics_port=metrics_port)
     await broker.start()
+    registry = await _start_registry(_plaintext_bootstrap(broker, lambda name: "{}:{}".format(
+        *broker.advertised[name])), broker.host, schema_registry_port, broker.stop)
 
     async def stop_all() -> None:
+        if registry is not None:
+            await registry.stop()
         if not broker.halted.is_set():
             await broker.stop()
 
     endpoints = {"bootstrap.servers": f"{broker.host}:{broker.port}"}
+    if registry is not None:
+        endpoints["schema.registry.url"] = registry.url
     if broker.metrics_port is not None:
         endpoints["metrics"] = f"http://{broker.host}:{broker.metrics_port}/metrics"
     if config["listeners"]:
@@ -45,9 +54,63 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await _serve(endpoints, ready_file, stop_all, broker.halted)
 
 
-async def run_cluster(cluster: LocalCluster, ready_file: Path | None) -> None:
+def _plaintext_bootstrap(broker: Broker, addresses: Callable[[str], str]) -> str | None:
+    """The addresses of the first PLAINTEXT listener: the registry beside the brokers connects without
+    credentials (on a cluster with none, ``odradek schema-registry --command-config`` runs it)."""
+    for name in broker.advertised:
+        if broker.listeners.protocol_map.get(name) == "PLAINTEXT":
+            return addresses(name)
+    return None
+
+
+async def _start_registry(bootstrap: str | None, host: str, port: int | None,
+                          stop_brokers: Callable[[], Awaitable[None]]) -> SchemaRegistry | None:
+    """The schema registry beside the brokers (None when ``port`` is None, or without a PLAINTEXT listener to
+    reach them on); on failure the brokers are stopped and the failure is one clear message."""
+    if port is None:
+        return None
+    if bootstrap is None:
+        log.warning("no schema registry: the brokers have no PLAINTEXT listener; run odradek schema-registry "
+                    "--command-config against a secured one")
+        return None
+    from odradek.schema_registry.server import SchemaRegistry
+
+    registry = SchemaRegistry(bootstrap, host=host, port=port)
+    try:
+        await registry.start()
+    except Exception as exc:
+        await registry.stop()
+        await stop_brokers()
+        raise RegistryStartFailed(f"cannot serve the schema registry on {host}:{port}: {exc or repr(exc)}") from exc
+    return registry
+
+
+class RegistryStartFailed(RuntimeError):
+    """The schema registry could not start (its port taken, the cluster unreachable)."""
+
+
+async def run_cluster(cluster: LocalCluster, ready_file: Path | None, schema_registry_port: int | None = None) -> None:
     await cluster.start()
-    await _serve(cluster.endpoints(), ready_file, cluster.stop)
+    first = next(b for _i, b in sorted(cluster.brokers.items()) if b.running)
+    registry = await _start_registry(_plaintext_bootstrap(first, cluster.bootstrap_on), cluster.host,
+                                     schema_registry_port, cluster.stop)
+
+    async def stop_all() -> None:
+        if registry is not None:
+            await registry.stop()
+        await cluster.stop()
+
+    endpoints = cluster.endpoints()
+    if registry is not None:  # right after the bootstrap servers
+        endpoints = {"bootstrap.servers": endpoints.pop("bootstrap.servers"), "schema.registry.url": registry.url,
+                     **endpoints}
+    await _serve(endpoints, ready_file, stop_all)
+
+
+async def serve_until_signal(endpoints: Mapping[str, str], ready_file: Path | None,
+                             shutdown: Callable[[], Awaitable[None]]) -> None:
+    """Announce the endpoints (stdout and the ready file) and run until SIGINT or SIGTERM, then ``shutdown``."""
+    await _serve(endpoints, ready_file, shutdown)
 
 
 async def _serve(endpoints: Mapping[str, str], ready_file: Path | None, shutdown: Callable[[], Awaitable[None]],

@@ -14,10 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from odradek import event_loop
 from odradek.cluster import LocalCluster
+
+if TYPE_CHECKING:
+    from odradek.schema_registry.server import SchemaRegistry
 
 T = TypeVar("T")
 
@@ -39,6 +42,7 @@ class ThreadedCluster:
         self.thread = threading.Thread(target=self.loop.run_forever, name="odradek-cluster-loop", daemon=True)
         self.thread.start()
         self.cluster: LocalCluster = self.call(self._make(brokers, Path(data_dir), kwargs))
+        self._registry: SchemaRegistry | None = None
 
     @staticmethod
     async def _make(brokers: int, data_dir: Path, kwargs: dict[str, Any]) -> LocalCluster:
@@ -60,8 +64,26 @@ class ThreadedCluster:
         self.call(self.cluster.start())
         return self
 
+    @property
+    def schema_registry_url(self) -> str:
+        """The URL of a schema registry for this cluster, started on first use and stopped with the cluster."""
+        if self._registry is None:
+            from odradek.schema_registry.server import SchemaRegistry
+
+            bootstrap = self.bootstrap_servers  # read here: on the loop, run() would wait for the loop itself
+
+            async def start() -> SchemaRegistry:
+                registry = SchemaRegistry(bootstrap)
+                await registry.start()
+                return registry
+
+            self._registry = self.call(start())
+        return self._registry.url
+
     def close(self) -> None:
         try:
+            if self._registry is not None:
+                self.call(self._registry.stop(), timeout=60)
             self.call(self.cluster.stop(), timeout=60)
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)

@@ -77,7 +77,7 @@ def _join(cluster: ThreadedCluster) -> tuple[Consumer, str]:
 
 def _group(cluster: ThreadedCluster, group: str) -> tuple[GroupState, int, int | None] | None:
     def read() -> tuple[GroupState, int, int | None] | None:
-        found = cluster.cluster.brokers[0].groups._groups.get(group)
+        found = cluster.cluster.brokers[0].groups.ctx.groups.get(group)
         return None if found is None else (found.state, found.generation_id, found.state_timestamp)
 
     return cluster.run(read)

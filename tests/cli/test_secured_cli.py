@@ -17,13 +17,11 @@ import pytest
 from click.testing import Result
 from confluent_kafka import Consumer
 
-from brokers import BrokerProcess
+from brokers import SASL_PLAINTEXT_ARGS, BrokerProcess
 from kafka_clients import opened
 from odradek.security.client_config import ClientConfigError, librdkafka_properties, read_properties
 
 pytestmark = pytest.mark.timeout(180)
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-              'password="admin-secret" user_admin="admin-secret";')
 
 
 def _properties(path: Path, mechanism: str, user: str, password: str) -> Path:
@@ -38,15 +36,7 @@ def _properties(path: Path, mechanism: str, user: str, password: str) -> Path:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("secured-cli") / "broker", [
-        "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
-        "--override", "inter.broker.listener.name=SASL_PLAINTEXT",
-        "--override", "sasl.mechanism.inter.broker.protocol=PLAIN",
-        "--override", "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}",
-        "--override", "group.initial.rebalance.delay.ms=0",
-        "--override", "connection.failed.authentication.delay.ms=10",
-    ])
+    b = BrokerProcess(tmp_path_factory.mktemp("secured-cli") / "broker", SASL_PLAINTEXT_ARGS)
     b.start()
     yield b
     b.stop()

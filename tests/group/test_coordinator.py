@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from odradek.broker.group import GroupConfig, GroupCoordinator, GroupState, JoinResult, OffsetCommit
+from odradek.broker.group.requests import JoinRequest
 from odradek.broker.group.schema import GroupKey, GroupValue, OffsetKey, OffsetValue
 from odradek.clock import ManualClock
 from odradek.errors import ErrorCode
@@ -60,7 +61,7 @@ class Harness:
         client_id: str = "client",
         require_known: bool = True,
     ) -> Coroutine[Any, Any, JoinResult]:
-        return self.coord.join_group(
+        return self.coord.join_group(JoinRequest(
             group,
             member_id,
             instance,
@@ -71,7 +72,7 @@ class Harness:
             session_timeout_ms=session,
             protocol_type=protocol_type,
             protocols=protocols,
-        )
+        ))
 
     async def complete(self, *tasks: asyncio.Task[JoinResult]) -> list[JoinResult]:
         """Let the initial rebalance delay pass (in clock steps) until every join is answered."""
@@ -107,7 +108,7 @@ class Harness:
         return [lead, *[await f for f in followers]]
 
     def group(self, group_id: str = "g") -> Any:
-        return self.coord._groups.get(group_id)
+        return self.coord.ctx.groups.get(group_id)
 
 
 async def settle() -> None:
@@ -343,19 +344,19 @@ async def test_new_member_id_expires_if_second_join_never_comes(h: Harness) -> N
 async def test_leaving_leader_is_replaced_by_first_remaining_member(h: Harness) -> None:
     results = await h.stable_group(3)
     order = [m[0] for m in next(r for r in results if r.members).members]
-    error, per_member = h.coord.leave_group("g", [(order[0], None)])
+    error, per_member = await h.coord.leave_group("g", [(order[0], None)])
     assert (error, per_member) == (E.none, [E.none])
     assert h.group().leader_id == order[1]
     t1, t2 = h.join(order[1]), h.join(order[2])
     r1, r2 = await t1, await t2
     assert r1.leader_id == r2.leader_id == order[1] and r1.generation_id == 2
-    assert h.coord.leave_group("g", [("ghost", None)]) == (E.none, [E.unknown_member_id])
+    assert await h.coord.leave_group("g", [("ghost", None)]) == (E.none, [E.unknown_member_id])
 
 
 @scenario
 async def test_last_member_leaving_empties_the_group_and_stores_it(h: Harness) -> None:
     (r,) = await h.stable_group(1)
-    h.coord.leave_group("g", [(r.member_id, None)])
+    await h.coord.leave_group("g", [(r.member_id, None)])
     await settle()
     group = h.group()
     assert group.state is GroupState.EMPTY and group.generation_id == 2
@@ -410,8 +411,8 @@ async def test_static_member_survives_rebalance_without_rejoining(h: Harness) ->
 async def test_static_member_leaves_by_instance_id(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
-    assert h.coord.leave_group("g", [("", "i-1")]) == (E.none, [E.none])
-    assert h.coord.leave_group("g", [("wrong", "i-9")]) == (E.none, [E.unknown_member_id])
+    assert await h.coord.leave_group("g", [("", "i-1")]) == (E.none, [E.none])
+    assert await h.coord.leave_group("g", [("wrong", "i-9")]) == (E.none, [E.unknown_member_id])
 
 
 @scenario
@@ -570,7 +571,7 @@ async def test_delete_groups(h: Harness) -> None:
     await h.coord.commit_offsets("g", r.member_id, None, 1, {("t", 0): OffsetCommit(9)})
     expected = {"g": E.non_empty_group, "nope": E.group_id_not_found}
     assert await h.coord.delete_groups(["g", "nope"]) == expected
-    h.coord.leave_group("g", [(r.member_id, None)])
+    await h.coord.leave_group("g", [(r.member_id, None)])
     await settle()
     assert await h.coord.delete_groups(["g"]) == {"g": E.none}
     assert h.group() is None and h.coord.fetch_offsets("g", None) == (E.none, {})
@@ -599,9 +600,9 @@ def test_offsets_expire_after_retention() -> None:
         assert h.coord.fetch_offsets("solo", [("t", 0)])[1][("t", 0)] is not None
         await h.advance(30_000)
         await h.advance(30_000)
-        assert h.coord._groups.get("solo") is None  # standalone: a retention period after its commit
+        assert h.coord.ctx.groups.get("solo") is None  # standalone: a retention period after its commit
         assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None  # members keep theirs
-        h.coord.leave_group("g", [(r.member_id, None)])
+        await h.coord.leave_group("g", [(r.member_id, None)])
         await settle()
         await h.advance(hour - 60_000)
         assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None
@@ -673,7 +674,7 @@ async def test_static_rejoin_with_new_protocols_or_while_awaiting_sync_rebalance
 async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_reverts(h: Harness) -> None:
     (r,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([r])
-    rejoined = await h.coord.join_group(
+    rejoined = await h.coord.join_group(JoinRequest(
         "g",
         "",
         "i-1",
@@ -685,7 +686,7 @@ async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_revert
         protocol_type="consumer",
         protocols=[("range", b"meta")],
         supports_skip_assignment=True,
-    )
+    ))
     assert rejoined.skip_assignment and rejoined.leader_id == rejoined.member_id
     assert [m[0] for m in rejoined.members] == [rejoined.member_id]
     h.log.fail_with = E.not_leader_or_follower
@@ -737,11 +738,11 @@ async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
 @scenario
 async def test_frequent_heartbeats_keep_one_timer_per_member(h: Harness) -> None:
     (r,) = await h.stable_group(1)
-    timers = len(h.coord._timers)
+    timers = len(h.coord.ctx.timers)
     for _ in range(1_000):
         await h.advance(10)
         assert h.coord.heartbeat("g", 1, r.member_id, None) is E.none
-    assert len(h.coord._timers) <= timers + 1
+    assert len(h.coord.ctx.timers) <= timers + 1
     await h.advance(SESSION)
     assert not h.group().has(r.member_id)
 

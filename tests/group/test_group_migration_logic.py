@@ -28,6 +28,7 @@ from odradek.broker.group.consumer_records import group_records, load_groups
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.metadata import Group, GroupState, Member
 from odradek.broker.group.migration import MigrationPolicy, can_upgrade, to_classic_members, to_consumer_group
+from odradek.broker.group.requests import JoinRequest
 from odradek.clock import ManualClock
 from odradek.errors import ErrorCode as E
 
@@ -146,11 +147,11 @@ def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() ->
         protocols = [("range", subscription(1, [TOPIC]))]
 
         def join(member_id: str) -> Any:
-            return coord.join_group(
+            return coord.join_group(JoinRequest(
                 "g", member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
                 rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
                 protocols=protocols,
-            )
+            ))
 
         joined = await join("")
         synced = await coord.sync_group("g", joined.generation_id, joined.member_id, None,
@@ -162,7 +163,7 @@ def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() ->
             HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
         )
         assert new.error is E.none and new.member_epoch == 2
-        assert "g" in coord.consumer_groups.groups and not coord._groups["g"].members
+        assert "g" in coord.consumer_groups.groups and not coord.ctx.groups["g"].members
         # The classic member learns through its heartbeat and rejoins. As Kafka's reconciliation does, its first
         # join only revokes (it stays at epoch 1 keeping half); the next one, owning nothing, moves it to epoch 2.
         assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
@@ -183,7 +184,7 @@ def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() ->
         await other.load_partition(0)
         reloaded = other.consumer_groups.groups["g"]
         assert reloaded.members[c1].classic is not None and reloaded.members[c1].assigned == {TOPIC: got}
-        assert not other._groups["g"].members
+        assert not other.ctx.groups["g"].members
 
         # The consumer member's subscription changes, the classic member is told to rejoin but stays silent:
         # after its rebalance timeout it is removed (its heartbeats alone do not keep it in).
@@ -215,31 +216,31 @@ def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
             HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
         )
         assert new.member_epoch == 1
-        joined = await coord.join_group(
+        joined = await coord.join_group(JoinRequest(
             "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
             rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
             protocols=[("range", subscription(1, [TOPIC]))],
-        )
+        ))
         assert joined.error is E.none and joined.generation_id == 2
         left = await coord.consumer_heartbeat(HeartbeatRequest("g", "m", LEAVE_EPOCH), TOPICS)
         assert left.error is E.none
         assert "g" not in coord.consumer_groups.groups
-        classic = coord._groups["g"]
+        classic = coord.ctx.groups["g"]
         assert list(classic.members) == [joined.member_id]
         assert classic.state is GroupState.PREPARING_REBALANCE and classic.generation_id == 2
         # The classic member finds the rebalance on its next heartbeat and completes it alone.
         assert coord.heartbeat("g", 2, joined.member_id, None) is E.rebalance_in_progress
-        again = await coord.join_group(
+        again = await coord.join_group(JoinRequest(
             "g", joined.member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
             rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
             protocols=[("range", subscription(1, [TOPIC]))],
-        )
+        ))
         assert again.error is E.none and again.generation_id == 3 and again.leader_id == joined.member_id
         # Reloaded: a classic group, the consumer group's records gone.
         other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
         await other.load_partition(0)
         assert "g" not in other.consumer_groups.groups
-        assert list(other._groups["g"].members) == [joined.member_id]
+        assert list(other.ctx.groups["g"].members) == [joined.member_id]
 
     asyncio.run(main())
 
@@ -269,11 +270,11 @@ def test_invalid_heartbeat_or_disabled_policy_leaves_the_classic_group_alone() -
                                  consumer_migration_policy=policy)
             coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
             await coord.load_partition(0)
-            joined = await coord.join_group(
+            joined = await coord.join_group(JoinRequest(
                 "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
                 rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
                 protocols=[("range", subscription(1, [TOPIC]))],
-            )
+            ))
             await coord.sync_group("g", 1, joined.member_id, None, assignments={joined.member_id: b""})
             result = await coord.consumer_heartbeat(
                 HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=1, subscribed_names=(TOPIC,), owned={},
@@ -281,6 +282,6 @@ def test_invalid_heartbeat_or_disabled_policy_leaves_the_classic_group_alone() -
                 TOPICS,
             )
             assert result.error is expected
-            assert "g" not in coord.consumer_groups.groups and list(coord._groups["g"].members) == [joined.member_id]
+            assert "g" not in coord.consumer_groups.groups and list(coord.ctx.groups["g"].members) == [joined.member_id]
 
     asyncio.run(main())

@@ -204,7 +204,7 @@ def test_unloading_forgets_pending_offsets_and_reloading_restores_them() -> None
         await h.load()
         assert await txn_commit(h, 10) is E.none
         h.coord.unload_partition(0)
-        assert h.coord._producer_groups == {}
+        assert h.coord._offsets.producer_groups == {}
         await h.coord.complete_transaction(0, PID, True)  # not coordinating: nothing to do here
         await h.load()
         assert visible(h) is None and h.coord.unstable_offsets("g", [TP]) == {TP}

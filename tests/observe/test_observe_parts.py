@@ -119,7 +119,8 @@ def test_odradek_up_lists_each_brokers_metrics_endpoint_in_its_ready_file(tmp_pa
     env = dict(os.environ, PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
         [sys.executable, "-m", "odradek", "up", "--brokers", "2", "--port", "0", "--metrics-port", "0",
-         "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready), "--log-level", "WARNING"],
+         "--schema-registry-port", "none", "--data-dir", str(tmp_path / "data"), "--ready-file", str(ready),
+         "--log-level", "WARNING"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         wait_for(ready.exists, lambda exists: exists, 60, "the ready file")

@@ -95,6 +95,8 @@ def start_odradek(data_dir: str) -> tuple[subprocess.Popen, str] | None:
             "-m",
             "odradek",
             "up",
+            "--schema-registry-port",
+            "none",
             "--port",
             "0",
             "--data-dir",

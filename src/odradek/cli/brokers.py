@@ -11,6 +11,7 @@ import click
 from odradek import event_loop
 from odradek.broker.config import BrokerConfig
 from odradek.cli.options import key_values
+from odradek.cli.schema_registry import broker_port, resolve_port, schema_registry_port_option
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -34,9 +35,11 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 @click.option("--racks", default=None, help="comma-separated racks, one per broker (or one for all)")
 @click.option("--metrics-port", default=None, type=int,
               help="serve /metrics and the web console here (consecutive ports per broker; 0 picks free ones)")
+@schema_registry_port_option(default=None)
 def up(
     data_dir: Path, host: str, port: int, broker_id: int, rack: str | None, ready_file: Path | None,
     overrides: tuple[str, ...], log_level: str, brokers: int, racks: str | None, metrics_port: int | None,
+    schema_registry_port: str | None,
 ) -> None:
     """Start a quickstart cluster on the embedded store (one broker unless --brokers N); print its endpoints.
 
@@ -51,8 +54,9 @@ def up(
     from odradek.cluster import LocalCluster
     from odradek.migration import MigrationRefused
     from odradek.quickstart import up_settings
-    from odradek.runner import configure_logging, exit_after_stop, run_cluster
+    from odradek.runner import RegistryStartFailed, configure_logging, exit_after_stop, run_cluster
 
+    registry_port = resolve_port(schema_registry_port, port)
     configure_logging(log_level)
     loop = _loop_factory()
     settings = key_values(overrides)
@@ -72,8 +76,8 @@ def up(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        event_loop.run(run_cluster(cluster, ready_file), loop)
-    except MigrationRefused as exc:
+        event_loop.run(run_cluster(cluster, ready_file, registry_port), loop)
+    except (MigrationRefused, RegistryStartFailed) as exc:
         raise click.ClickException(str(exc)) from exc
     exit_after_stop()
 
@@ -89,15 +93,18 @@ def up(
 @click.option("--override", "overrides", multiple=True, help="broker config as key=value (Kafka names)")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--metrics-port", default=None, type=int, help="serve /metrics and the web console here (0: any)")
+@schema_registry_port_option(default="none")
 def broker(
     broker_id: int, zookeeper: str, data_dir: Path, host: str, port: int, rack: str | None,
     ready_file: Path | None, overrides: tuple[str, ...], log_level: str, metrics_port: int | None,
+    schema_registry_port: str | None,
 ) -> None:
     """One broker of a cluster coordinated by a real ZooKeeper (as Kafka ran before KRaft), on Kafka's code defaults."""
     from odradek.migration import MigrationRefused
     from odradek.quickstart import log_broker_settings
-    from odradek.runner import configure_logging, exit_after_stop, run_zookeeper_broker
+    from odradek.runner import RegistryStartFailed, configure_logging, exit_after_stop, run_zookeeper_broker
 
+    registry_port = broker_port(schema_registry_port)
     configure_logging(log_level)
     loop = _loop_factory()
     settings = key_values(overrides)
@@ -111,7 +118,7 @@ def broker(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     try:
-        event_loop.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port), loop)
-    except MigrationRefused as exc:
+        event_loop.run(run_zookeeper_broker(config, ready_file, zookeeper, metrics_port, registry_port), loop)
+    except (MigrationRefused, RegistryStartFailed) as exc:
         raise click.ClickException(str(exc)) from exc
     exit_after_stop()

@@ -41,6 +41,8 @@ def _mount_subcommands() -> None:
     from odradek.cli.dump_log import dump_log_command
     from odradek.cli.groups import groups
     from odradek.cli.perf import perf
+    from odradek.cli.schema_registry import schema_registry
+    from odradek.cli.schemas import schemas
     from odradek.cli.topics import topics
     from odradek.cli.transactions import transactions
 
@@ -58,6 +60,8 @@ def _mount_subcommands() -> None:
     main.add_command(consume)
     main.add_command(dump_log_command)
     main.add_command(perf)
+    main.add_command(schema_registry)
+    main.add_command(schemas)
     main.add_command(transactions)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
+from odradek.broker.group.requests import JoinRequest
 from odradek.errors import ErrorCode
 
 API_KEY = 11
@@ -36,19 +37,19 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                    members=())
     session_timeout_ms = request.session_timeout // _MS
     rebalance_timeout_ms = request.rebalance_timeout // _MS if version >= 1 else session_timeout_ms
-    result = await ctx.services.groups.join_group(
-        request.group_id,
-        request.member_id,
-        getattr(request, "group_instance_id", None),
-        require_known_member_id=version >= 4,
+    result = await ctx.services.groups.join_group(JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
         client_id=ctx.client_id or "",
         client_host=ctx.client_host,
         rebalance_timeout_ms=rebalance_timeout_ms,
         session_timeout_ms=session_timeout_ms,
         protocol_type=request.protocol_type,
         protocols=[(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
-    )
+    ))
     member = nested(ctx, "JoinGroupResponseMember")
     # Before v7 the protocol name is not nullable: Kafka sends "" when there is none.
     protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")

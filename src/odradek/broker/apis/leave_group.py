@@ -27,7 +27,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    error, member_errors = ctx.services.groups.leave_group(request.group_id, leaving)
+    error, member_errors = await ctx.services.groups.leave_group(request.group_id, leaving)
     if ctx.api_version < 3:
         if error is ErrorCode.none and member_errors:
             error = member_errors[0]

@@ -1,5 +1,6 @@
-"""Consumer groups (classic protocol): the coordinator, its state machine and its ``__consumer_offsets``
-records."""
+"""Consumer groups, classic and KIP-848: the group coordinator (split as Kafka's: classic groups, consumer groups,
+online migration, offsets, and the runtime that appends records and replays them), its state machines and its
+``__consumer_offsets`` records."""
 
 from odradek.broker.group.config import OFFSETS_TOPIC, GroupConfig
 from odradek.broker.group.coordinator import GroupCoordinator

@@ -5,8 +5,10 @@ partition counts) change; the target assignment is recomputed by the server-side
 passes the assignment epoch. Each member converges on its target through Kafka's CurrentAssignmentBuilder rules:
 partitions leaving a member are revoked first (the member stays at its epoch, in UNREVOKED_PARTITIONS, until a
 heartbeat shows it no longer owns them); only then does it move to the target epoch and get the new partitions,
-except those still held by another member, which it gets later (UNRELEASED_PARTITIONS). Everything here is pure:
-the caller hands in the time and a snapshot of the topics (name → id, partition count), and arms timers itself.
+except those still held by another member, which it gets later (UNRELEASED_PARTITIONS). Nothing here does I/O
+or reads the clock: the caller hands in a snapshot of the topics (name → id, partition count) and arms timers
+itself. The decisions change the groups held here in place; the coordinator (:mod:`.consumer_groups`) writes their
+records and rebuilds a group from its committed records when an append fails.
 """
 
 from __future__ import annotations

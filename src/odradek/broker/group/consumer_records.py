@@ -249,6 +249,13 @@ def key_version(raw_key: bytes) -> int:
     return int(_I16.unpack_from(raw_key)[0]) if len(raw_key) >= 2 else -1
 
 
+def group_id_of(raw_key: bytes) -> str:
+    """The group id of a consumer group record's key (versions 3-8: int16 version, then the group id)."""
+    r = _Reader(raw_key)
+    r.i16()
+    return r.string()
+
+
 def load_groups(latest: Mapping[bytes, bytes | None]) -> dict[str, ConsumerGroupState]:
     """Rebuild consumer groups from the last value of each key-version 3-8 record (tombstones already dropped
     or given as None)."""

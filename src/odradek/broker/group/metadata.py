@@ -100,10 +100,11 @@ class Member:
 
 @dataclass(slots=True)
 class PendingTxnOffset:
-    """One offset committed inside a transaction; ``order`` is None until its record is in the log."""
+    """One offset committed inside a transaction, replayed once its record is in the log; ``order`` is its place
+    in the log (a later plain commit of the partition wins over it)."""
 
     value: OffsetValue
-    order: int | None = None
+    order: int
 
 
 @dataclass(eq=False)
@@ -130,7 +131,6 @@ class Group:
     offset_order: dict[TopicPartition, int] = field(default_factory=dict)
     """Where each committed offset's record sits in the log (any increasing number): a transaction's offsets,
     made visible by a later COMMIT marker, replace a committed offset only if they were appended after it."""
-    pending_offset_commits: Counter[TopicPartition] = field(default_factory=Counter)
     """Plain commits appended but not yet acknowledged (require_stable answers UNSTABLE_OFFSET_COMMIT)."""
     pending_txn_offsets: dict[int, dict[TopicPartition, PendingTxnOffset]] = field(default_factory=dict)
     """Offsets committed inside a transaction, per producer id, invisible until its COMMIT marker."""
@@ -313,45 +313,25 @@ class Group:
             self.offsets[tp] = value
             self.offset_order[tp] = order
 
-    def prepare_txn_offsets(self, producer_id: int, offsets: dict[TopicPartition, OffsetValue]) -> None:
-        pending = self.pending_txn_offsets.setdefault(producer_id, {})
-        for tp, value in offsets.items():
-            pending[tp] = PendingTxnOffset(value)
-
-    def on_txn_offset_appended(self, producer_id: int, tp: TopicPartition, value: OffsetValue, order: int) -> None:
-        """The record is in the log; if the transaction already completed meanwhile there is nothing to do."""
-        entry = self.pending_txn_offsets.get(producer_id, {}).get(tp)
-        if entry is not None and entry.value == value:
-            entry.order = order
-
-    def fail_txn_offset(self, producer_id: int, tp: TopicPartition) -> None:
-        pending = self.pending_txn_offsets.get(producer_id)
-        if pending is not None:
-            pending.pop(tp, None)
-            if not pending:
-                del self.pending_txn_offsets[producer_id]
-
     def complete_txn(self, producer_id: int, commit: bool) -> int:
         """The producer's marker is in the log: publish (COMMIT) or drop (ABORT) its offsets; returns how many
-        became visible. An offset whose append never finished cannot be in the committed transaction."""
+        became visible."""
         pending = self.pending_txn_offsets.pop(producer_id, {})
         published = 0
         if commit:
             for tp, entry in pending.items():
-                if entry.order is not None:
-                    self.put_offset_if_newer(tp, entry.value, entry.order)
-                    published += 1
+                self.put_offset_if_newer(tp, entry.value, entry.order)
+                published += 1
         return published
 
     def has_pending_offsets(self, tp: TopicPartition) -> bool:
-        """Kafka's hasPendingOffsetCommitsForTopicPartition: a plain commit in flight or a transaction open."""
-        return bool(self.pending_offset_commits.get(tp)) or any(
-            tp in pending for pending in self.pending_txn_offsets.values()
-        )
+        """Whether a transaction holds an offset of ``tp`` that awaits its marker (commits still appending are
+        counted by the coordinator)."""
+        return any(tp in pending for pending in self.pending_txn_offsets.values())
 
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offsets)
+        return bool(self.offsets or self.pending_txn_offsets)
 
     def remove_offset(self, tp: TopicPartition) -> None:
         self.offsets.pop(tp, None)

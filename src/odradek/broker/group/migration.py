@@ -10,14 +10,19 @@ Downgrade: when the last consumer-protocol member leaves a group whose other mem
 the group becomes a classic group again at the group epoch as generation, each member holding its target
 assignment, and a rebalance starts so the classic leader assigns anew.
 
-Both directions are pure here: the coordinator writes the records (tombstones of the old type, the new type's
-records) and moves the timers.
+The conversions themselves are pure functions of the group (:func:`to_consumer_group`, :func:`to_classic_members`).
+:class:`OnlineMigration` carries them out under the records-first rule: an upgrade installs the consumer group for
+the heartbeat that asked for it and touches the classic group only once the records (the classic tombstone ahead
+of the consumer group's) are committed; a downgrade writes the consumer group's tombstones and the classic record
+in one batch and changes memory only when it is committed.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 
+from odradek.broker.group.classic import ClassicGroups, resolve
 from odradek.broker.group.consumer_group import (
     ClassicMetadata,
     ConsumerGroupState,
@@ -32,7 +37,14 @@ from odradek.broker.group.consumer_protocol import (
     encode_assignment,
     version_of,
 )
+from odradek.broker.group.context import CoordinatorContext
 from odradek.broker.group.metadata import Group, Member
+from odradek.broker.group.results import SyncResult, join_error
+from odradek.broker.group.runtime import Records, group_error
+from odradek.broker.group.schema import GroupKey, encode_group_value, encode_key
+from odradek.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 
 class MigrationPolicy(enum.Enum):
@@ -111,3 +123,79 @@ def to_classic_members(group: ConsumerGroupState, leaving: str) -> list[Member]:
             )
         )
     return members
+
+
+class OnlineMigration:
+    """Upgrades and downgrades between classic and consumer groups, each written before memory changes; the
+    consumer-group side calls it holding the group's lock."""
+
+    def __init__(self, ctx: CoordinatorContext, classic: ClassicGroups) -> None:
+        self.ctx = ctx
+        self.classic = classic
+        self.policy = MigrationPolicy(ctx.config.consumer_migration_policy)
+
+    def may_downgrade(self, group: ConsumerGroupState, leaving: str) -> bool:
+        """Kafka's validateOnlineDowngradeWithFencedMember."""
+        if not self.ctx.consumer.only_classic_left(group, leaving):
+            return False
+        if not self.policy.downgrade:
+            log.info("consumer group %s stays a consumer group: online downgrade is disabled", group.group_id)
+            return False
+        return len(group.members) - 1 <= self.ctx.config.max_size
+
+    def upgrade(self, classic: Group, topics: TopicsSnapshot) -> bool:
+        """Start turning a classic group with members into a consumer group (Kafka's convertToConsumerGroup):
+        the consumer group is installed for the heartbeat to work on; the classic group is left as it is until
+        the records are committed (:meth:`finish_upgrade`), and a failed append drops the consumer group."""
+        try:
+            group = to_consumer_group(classic, topics)
+        except (ConsumerProtocolError, KeyError, IndexError) as exc:
+            log.warning("cannot upgrade classic group %s to a consumer group: %s", classic.group_id, exc)
+            return False
+        self.ctx.consumer.groups[classic.group_id] = group
+        return True
+
+    def finish_upgrade(self, classic: Group, group: ConsumerGroupState) -> None:
+        """The conversion is committed: members waiting in the classic rebalance are told to rejoin, which the
+        consumer group then serves; the classic group keeps only its committed offsets."""
+        now = self.ctx.now()
+        for member in classic.members.values():
+            resolve(member.join_waiter, join_error(member.member_id, ErrorCode.rebalance_in_progress))
+            resolve(member.sync_waiter, SyncResult(ErrorCode.rebalance_in_progress))
+            member.join_waiter = member.sync_waiter = None
+        self.classic.forget_rebalance(classic)
+        classic.clear_members(now)
+        log.info("upgraded classic group %s (generation %d, %d members) to a consumer group",
+                 classic.group_id, group.group_epoch, len(group.members))
+
+    async def downgrade(self, group: ConsumerGroupState, leaving: str) -> ErrorCode:
+        """The last consumer-protocol member leaves a group of classic members: it becomes a classic group at
+        the group epoch, each member holding its target assignment, and rebalances (Kafka's
+        convertToClassicGroup). The consumer group's records are tombstoned with the classic record after
+        them, in one batch; memory changes only once that batch is committed. The caller holds the lock."""
+        group_id = group.group_id
+        members = to_classic_members(group, leaving)
+        now = self.ctx.now()
+        scratch = Group(group_id)
+        scratch.adopt_members(group.group_epoch, members, now)
+        value = scratch.to_value({m.member_id: m.assignment for m in members}, now)
+        records: Records = [(k, None) for k in self.ctx.consumer_committed.get(group_id, {})]
+        records.append((encode_key(GroupKey(group_id)), encode_group_value(value)))
+
+        def replay() -> None:
+            if self.ctx.consumer.groups.get(group_id) is not group:
+                return
+            del self.ctx.consumer.groups[group_id]
+            self.ctx.replay_consumer(group_id, records)
+            holder = self.ctx.groups.get(group_id)
+            if holder is None:
+                holder = self.ctx.groups[group_id] = Group(group_id, state_timestamp=now)
+            holder.adopt_members(group.group_epoch, members, now)
+            for member in members:
+                self.classic.schedule_heartbeat(holder, member, member.session_timeout_ms)
+            log.info("downgraded consumer group %s to a classic group (generation %d, %d members)",
+                     group_id, holder.generation_id, len(members))
+            self.classic.prepare_rebalance(holder, f"Downgrade group {group_id} from consumer to classic.")
+            self.ctx.fire_due(now)
+
+        return group_error(await self.ctx.runtime.write(self.ctx.partition_for(group_id), records, replay))

@@ -61,3 +61,7 @@ class OffsetCommit:
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
+
+
+def join_error(member_id: str, error: ErrorCode) -> JoinResult:
+    return JoinResult(error=error, member_id=member_id)

@@ -1,0 +1,119 @@
+"""One primary among the registry instances on a cluster, elected through a Kafka consumer group.
+
+Every instance joins the group ``odradek-schema-registry`` subscribed to the one-partition ``_schemas`` topic; the
+group coordinator's assignment gives that partition to exactly one member, and that member is the primary. Its
+``client.id`` is its URL, so the others find where to forward writes by describing the group. A member that leaves
+or stops heartbeating loses the partition at the next rebalance, and another becomes primary (Confluent's registry
+elects the same way, through the group protocol, with a protocol type of its own that librdkafka cannot speak; the
+group id differs from Confluent's so the two never share a group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+log = logging.getLogger(__name__)
+
+GROUP = "odradek-schema-registry"
+
+
+class Election:
+    def __init__(self, config: Mapping[str, Any], topic: str, url: str, group: str = GROUP) -> None:
+        self.config = dict(config)
+        self.topic = topic
+        self.url = url
+        self.group = group
+        self.primary = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.term = 0  # counts the times this instance became primary
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._admin: AdminClient | None = None
+
+    @property
+    def is_primary(self) -> bool:
+        return self.primary.is_set()
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._admin = AdminClient(dict(self.config))
+        consumer = Consumer({**self.config, "group.id": self.group, "client.id": self.url,
+                             "enable.auto.commit": False, "session.timeout.ms": 10000,
+                             "heartbeat.interval.ms": 1000, "partition.assignment.strategy": "range"})
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_revoke)
+        self._thread = threading.Thread(target=self._run, args=(consumer,), name="schema-registry-election",
+                                        daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+        self._admin = None
+
+    def _run(self, consumer: Consumer) -> None:
+        try:
+            while not self._stop.is_set():
+                consumer.poll(0.2)  # serves the group's heartbeats and rebalances; the partition is paused
+        finally:
+            consumer.close()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        mine = any(p.topic == self.topic for p in partitions)
+        if partitions:
+            consumer.pause(partitions)
+        self._set(mine)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._set(False)
+
+    def _set(self, primary: bool) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+
+        def apply() -> None:
+            if primary != self.primary.is_set():
+                log.info("schema registry %s is %s", self.url, "the primary" if primary else "not the primary")
+            if primary and not self.primary.is_set():
+                self.term += 1
+            if primary:
+                self.primary.set()
+            else:
+                self.primary.clear()
+            self.changed.set()
+
+        try:
+            loop.call_soon_threadsafe(apply)
+        except RuntimeError:
+            pass
+
+    async def primary_url(self) -> str | None:
+        """The URL of the member holding the partition, as the group coordinator describes the group now."""
+        if self.is_primary:
+            return self.url
+        admin = self._admin
+        assert admin is not None
+
+        def describe() -> str | None:
+            try:
+                group = admin.describe_consumer_groups([self.group], request_timeout=10)[self.group].result()
+            except KafkaException as exc:
+                log.warning("describing group %s: %s", self.group, exc)
+                return None
+            for member in group.members:
+                assignment = member.assignment.topic_partitions if member.assignment else []
+                if any(tp.topic == self.topic for tp in assignment):
+                    return str(member.client_id)
+            return None
+
+        return await asyncio.to_thread(describe)

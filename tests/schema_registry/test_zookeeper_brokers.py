@@ -1,0 +1,63 @@
+"""``odradek broker --schema-registry-port 0``: each broker process serves a registry; the two elect one primary,
+the other forwards, and when the primary's process dies the survivor takes over with the ids intact."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+from brokers import wait_for
+from odradek.coordination.localzk import LocalZooKeeper
+from odradek.ready_file import read_ready_file
+
+pytestmark = [pytest.mark.zookeeper, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def two_brokers(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[bytes], dict[str, str]]]]:
+    server = LocalZooKeeper(tmp_path / "zookeeper").start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        readies = []
+        for i in range(2):
+            ready = tmp_path / f"ready-{i}"
+            with open(tmp_path / f"broker-{i}.log", "wb") as log:
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "odradek", "broker", "--id", str(i), "--zookeeper",
+                     f"{server.hosts}/odradek", "--port", "0", "--data-dir", str(tmp_path / f"data-{i}"),
+                     "--ready-file", str(ready), "--schema-registry-port", "0",
+                     "--override", "group.initial.rebalance.delay.ms=0",
+                     "--override", "zookeeper.session.timeout.ms=6000"],
+                    stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1")))
+            readies.append(ready)
+        for ready in readies:
+            wait_for(lambda r=ready: r.exists(), 90, what="a broker's ready file")
+        yield [(proc, read_ready_file(ready)) for proc, ready in zip(procs, readies, strict=True)]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(60)
+        server.stop()
+
+
+def test_each_broker_serves_a_registry_and_the_survivor_takes_over(
+        two_brokers: list[tuple[subprocess.Popen[bytes], dict[str, str]]]) -> None:
+    clients = [SchemaRegistryClient({"url": endpoints["schema.registry.url"]}) for _, endpoints in two_brokers]
+    first_id = clients[0].register_schema("zk-a", Schema('"string"', "AVRO"))
+    second_id = clients[1].register_schema("zk-b", Schema('"int"', "AVRO"))
+    assert (first_id, second_id) == (1, 2)
+    for client in clients:  # a write through either instance is readable from both at once
+        assert client.get_subjects() == ["zk-a", "zk-b"]
+    two_brokers[0][0].kill()  # broker 0 and its registry, whichever was primary
+    survivor = SchemaRegistryClient({"url": two_brokers[1][1]["schema.registry.url"]})
+    assert wait_for(lambda: survivor.register_schema("zk-c", Schema('"bytes"', "AVRO")), 120,
+                    what="a write through the survivor") == 3
+    assert survivor.get_version("zk-a", 1).schema_id == 1
