@@ -56,9 +56,11 @@ test: sysdeps venv jars
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean --site-dir build/site
 
+# lint-imports: ARCHITECTURE.md's layer table as import-linter contracts ([tool.importlinter] in pyproject.toml).
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # The lab (needs root): `make lab` brings up three ZooKeeper servers and three brokers, each on its own
 # network namespace, until Ctrl-C; `make lab ARGS="run --seed 7 --faults 20"` runs the nemesis and the checker.

@@ -413,7 +413,7 @@ def zookeeper_phases(base: Path, partitions: int, results: dict[str, Any]) -> No
     from outside as clients see it (Metadata polled from a surviving broker)."""
     import signal
 
-    from odradek.cli_cluster import controller_connection, elect_leaders
+    from odradek.cli.cluster import controller_connection, elect_leaders
 
     # Kafka 1.x's default session timeout (2 s let a 10,000-partition creation on two shared cores expire every
     # broker's session once; the failover number below includes this detection time).

@@ -22,15 +22,6 @@ from typing import Any
 
 from odradek.clock import SystemClock
 from odradek.controller import Controller
-from odradek.controller.requests import (
-    LEADER_AND_ISR,
-    STOP_REPLICA,
-    UPDATE_METADATA,
-    LeaderAndIsrResponse,
-    StopReplicaResponse,
-    UpdateMetadataResponse,
-    encode_body,
-)
 from odradek.coordination import Backend, Create, EmbeddedBackend, Session, ZooKeeperBackend
 from odradek.coordination.znodes import (
     BrokerRegistration,
@@ -42,6 +33,15 @@ from odradek.coordination.znodes import (
     partition_state_path,
     partitions_path,
     topic_path,
+)
+from odradek.protocol.controller_requests import (
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    LeaderAndIsrResponse,
+    StopReplicaResponse,
+    UpdateMetadataResponse,
+    encode_body,
 )
 
 OK = {

@@ -2,10 +2,10 @@
 
 At failover the controller sends every broker a LeaderAndIsr and an UpdateMetadata naming up to 100,000 partitions;
 encoding happens on the controller, decoding on each broker, both off the event loop but on the critical path of
-leadership moving. The current codec (``odradek.controller.requests``) is measured against a baseline read from git
-(by default the JSON codec it replaced), in the same process, on requests of the same shape: 1,000 topics of 100
-partitions, replication factor 3, 10 live brokers. "UpdateMetadata, next broker" is the same partition states
-with another broker epoch, which both codecs answer from their cache of encoded states. Each figure is the best of
+leadership moving. The current codec (``odradek.protocol.controller_requests``) is measured against a baseline read from
+git (by default the JSON codec it replaced), in the same process, on requests of the same shape: 1,000 topics of 100
+partitions, replication factor 3, 10 live brokers. "UpdateMetadata, next broker" is the same partition states with
+another broker epoch, which both codecs answer from their cache of encoded states. Each figure is the best of
 ``--repeat`` runs (the machine may be shared).
 
     .venv/bin/python bench/controller_codec.py
@@ -24,20 +24,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from odradek.controller import requests as current
+from odradek.protocol import controller_requests as current
 
 ROOT = Path(__file__).resolve().parent.parent
-CODEC = "src/odradek/controller/requests.py"
+# Where the codec lives, then where it lived until it moved into protocol/ (the default baseline is older).
+CODEC_PATHS = ("src/odradek/protocol/controller_requests.py", "src/odradek/controller/requests.py")
 PER_TOPIC = 100
 BROKERS = 10
 
 
 def load_baseline(rev: str) -> types.ModuleType:
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{CODEC}"], check=True, capture_output=True,
-                            text=True).stdout
+    for path in CODEC_PATHS:
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"no controller codec at {rev} (looked for {', '.join(CODEC_PATHS)})")
     module = types.ModuleType("controller_codec_baseline")
     sys.modules[module.__name__] = module  # dataclasses look their module up while building the classes
-    exec(compile(source, f"{rev}:{CODEC}", "exec"), module.__dict__)
+    exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
     return module
 
 

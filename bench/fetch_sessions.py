@@ -43,7 +43,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from odradek.admin import CREATE_TOPICS, metadata, request_schema
-from odradek.cli_cluster import controller_connection, elect_leaders
+from odradek.cli.cluster import controller_connection, elect_leaders
 from odradek.client import KafkaConnection
 from odradek.controller import PREFERRED
 from odradek.coordination.localzk import LocalZooKeeper

@@ -35,7 +35,7 @@ def main() -> None:
     clock = SystemClock()
     try:
         config = LogConfig(segment_bytes=args.segment_bytes)
-        log = PartitionLog(root / "bench-0", config, clock)
+        log = PartitionLog.open(root / "bench-0", config, clock)
         template = encode_batch(
             [(None, b"x" * args.value_bytes, [])] * args.records_per_batch, timestamp_ms=clock.now_ms()
         )
@@ -66,7 +66,7 @@ def main() -> None:
         log.close()
 
         start = time.perf_counter()
-        reopened = PartitionLog(root / "bench-0", config, clock)
+        reopened = PartitionLog.open(root / "bench-0", config, clock)
         recover_s = time.perf_counter() - start
         assert reopened.log_end_offset == batches * args.records_per_batch
         reopened.close()

@@ -10,8 +10,18 @@ from pathlib import Path
 import pytest
 
 from brokers import BrokerProcess
+from kafka_clients import close_opened
 from odradek.apache_kafka import KAFKA_3, KAFKA_4, KafkaCluster
 from odradek.coordination.localzk import LocalZooKeeper
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """The confluent-kafka clients the test opened are closed before its fixtures stop their brokers."""
+    try:
+        close_opened()
+    finally:
+        yield
 
 
 @pytest.fixture

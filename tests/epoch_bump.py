@@ -41,6 +41,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import wait_for
 from fault_proxy import FaultProxy, LostResponse
+from kafka_clients import opened
 from odradek.cluster import LocalCluster
 from odradek.lab import checker
 from odradek.lab.batches import Batch, read_batches
@@ -192,13 +193,13 @@ def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 5000,
                 out.failed[err.name()] = out.failed.get(err.name(), 0) + 1
                 out.failed_in[msg.partition()] = out.failed_in.get(msg.partition(), 0) + 1
 
-        producer = Producer({
+        producer = opened(Producer({
             "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
             "message.timeout.ms": message_timeout_ms, "linger.ms": 20,
             # a healed proxy is found again quickly (librdkafka's default backoff grows to 10 s)
             "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 200, "retry.backoff.ms": 50,
             "debug": "eos,msg", "logger": client_log,
-        })
+        }))
         seq = 0
 
         def produce(partition: int, n: int) -> None:
@@ -273,7 +274,7 @@ def reproduce(work_dir: Path, records: int = 20, message_timeout_ms: int = 5000,
 
 
 def _create_topic(bootstrap: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     topic = NewTopic(TOPIC, num_partitions=2, replica_assignment=[[0], [1]])  # LOST on broker 0, TIMED_OUT on 1
     futures = admin.create_topics([topic], operation_timeout=30)
     futures[TOPIC].result(30)
@@ -281,7 +282,8 @@ def _create_topic(bootstrap: str) -> None:
 
 def _read_back(bootstrap: str) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
     """Every record of both partitions, read by a real consumer up to the high watermark."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "epoch-bump-check", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "epoch-bump-check",
+                                "enable.auto.commit": False}))
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=30)[1] for p in (LOST, TIMED_OUT)}
         consumer.assign([TopicPartition(TOPIC, p, 0) for p in (LOST, TIMED_OUT)])

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.apache_kafka import KAFKA_3, KAFKA_4, KafkaCluster, compile_java, jars, run_java, run_tool
 from odradek.coordination.localzk import LocalZooKeeper
 
@@ -29,7 +30,7 @@ def _topic(prefix: str) -> str:
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int = 1, replication: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(60)
     del admin
     wait_for(lambda: _partitions(bootstrap, topic), timeout=60, what=f"metadata of {topic}")
@@ -37,7 +38,7 @@ def _create_topic(bootstrap: str, topic: str, partitions: int = 1, replication: 
 
 def _partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
     """partition -> (leader, isr) as the cluster's metadata says, empty while the topic has no leaders."""
-    meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=20).topics[topic]
+    meta = opened(AdminClient({"bootstrap.servers": bootstrap})).list_topics(topic, timeout=20).topics[topic]
     if meta.error is not None or not meta.partitions:
         return {}
     result = {p: (m.leader, sorted(m.isrs)) for p, m in meta.partitions.items()}
@@ -46,7 +47,7 @@ def _partitions(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]]:
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     errors: list[object] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}))
     for value in values:
         producer.produce(topic, value=value, on_delivery=lambda err, _msg: err and errors.append(err))
     assert producer.flush(60) == 0
@@ -54,8 +55,8 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 def _consume(bootstrap: str, topic: str, count: int, group: str = "") -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group or f"group-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": group or f"group-{topic}",
+                                "auto.offset.reset": "earliest", "enable.auto.commit": False}))
     consumer.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + 60
@@ -181,7 +182,7 @@ def test_three_brokers_elect_a_controller_and_serve_an_rf3_topic(kafka_39_trio: 
     finally:
         zk.stop()
         zk.close()
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client cancels its futures
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))  # held: a collected client cancels its futures
     described = admin.describe_cluster().result(30)
     assert described.controller.id == controller
     assert sorted(node.id for node in described.nodes) == [1, 2, 3]

@@ -13,13 +13,14 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, Ne
 from kio.index import load_request_schema
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.protocol.records import encode_batch
 
 
 def _admin(broker: BrokerProcess) -> AdminClient:
-    return AdminClient({"bootstrap.servers": broker.bootstrap})
+    return opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
 
 
 def _create(admin: AdminClient, *topics: NewTopic, validate_only: bool = False) -> dict[str, Exception | None]:
@@ -131,10 +132,10 @@ def test_describe_cluster(broker: BrokerProcess) -> None:
 def test_log_append_time_topics_get_broker_timestamps(broker: BrokerProcess) -> None:
     admin = _admin(broker)
     assert _create(admin, NewTopic("lat", 1, 1, config={"message.timestamp.type": "LogAppendTime"}))["lat"] is None
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap}))
     producer.produce("lat", b"v", timestamp=1_000)  # a client timestamp far in the past
     assert producer.flush(10) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat"})
+    consumer = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lat"}))
     consumer.assign([TopicPartition("lat", 0, 0)])
     msg = None
     for _ in range(40):

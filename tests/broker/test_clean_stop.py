@@ -14,21 +14,23 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.broker.log.producer_state import SNAPSHOT_SUFFIX, read_stop_states
-from odradek.cli_transactions import transactions
+from odradek.cli.transactions import transactions
 
 TOPIC = "stops"
 
 
 def _produce(bootstrap: str, partition: int, values: list[bytes], idempotent: bool) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotent})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotent}))
     for value in values:
         producer.produce(TOPIC, value=value, partition=partition)
     assert producer.flush(30) == 0
 
 
 def _values(bootstrap: str, partition: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "stop-reader", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "stop-reader",
+                                "enable.auto.commit": False}))
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)
         consumer.assign([TopicPartition(TOPIC, partition, low)])
@@ -59,7 +61,7 @@ def test_a_clean_stop_keeps_producer_state_and_the_next_start_finds_it(tmp_path:
 
 
 def _stop_and_restart(broker: BrokerProcess, tmp_path: Path) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
     _produce(broker.bootstrap, 0, [b"plain-0", b"plain-1"], idempotent=False)
     _produce(broker.bootstrap, 1, [b"idem-0", b"idem-1", b"idem-2"], idempotent=True)

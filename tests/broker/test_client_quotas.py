@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek import admin
 from odradek.client import KafkaConnection
 from odradek.coordination.localzk import LocalZooKeeper
@@ -44,7 +45,7 @@ def quota_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 
 
 def _topic(bootstrap: str, name: str) -> str:
-    client = AdminClient({"bootstrap.servers": bootstrap})
+    client = opened(AdminClient({"bootstrap.servers": bootstrap}))
     client.create_topics([NewTopic(name, 1, 1)])[name].result(30)
     return name
 
@@ -73,8 +74,8 @@ def _produce_for(bootstrap: str, topic: str, client_id: str, seconds: float) -> 
     def throttled(event: ThrottleEvent) -> None:
         throttles.append(event.throttle_time)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "acks": 1, "linger.ms": 5,
-                         "batch.size": 16_384, "throttle_cb": throttled})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "acks": 1, "linger.ms": 5,
+                                "batch.size": 16_384, "throttle_cb": throttled}))
     start = time.monotonic()
     while (elapsed := time.monotonic() - start) < seconds:
         if len(producer) < 200:
@@ -111,7 +112,7 @@ def test_a_throttled_consumer_is_held_to_its_quota(quota_broker: BrokerProcess) 
     need = int(QUOTA * RUN_S * 1.1 + BURST) * 2
     # Batches well below what the quota allows in a window: a fetch always returns at least one whole batch
     # (KIP-74), and one larger than the window's allowance would be throttled every time, in Kafka too.
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 16_384})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 16_384}))
     for _ in range(need // len(VALUE)):
         producer.produce(topic, VALUE)
         producer.poll(0)
@@ -122,9 +123,10 @@ def test_a_throttled_consumer_is_held_to_its_quota(quota_broker: BrokerProcess) 
     wait_for(_applied(quota_broker, "clients/<default>", "consumer_byte_rate"), 30, what="quota applied")
 
     throttles: list[float] = []
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}", "client.id": "slow-consumer",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                                "client.id": "slow-consumer",
+                                "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                "throttle_cb": lambda e: throttles.append(e.throttle_time)}))
     try:
         consumer.subscribe([topic])
         got = 0

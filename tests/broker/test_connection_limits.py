@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.broker.limits import ConnectionQuotas, LimitSettings, idle_expired, parse_per_ip_overrides
 
 FLOOD_FROM = "127.0.0.2"
@@ -58,11 +59,12 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes | None:
 
 
 def produce_and_consume(bootstrap: str, topic: str, values: list[bytes]) -> list[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = opened(Producer({"bootstrap.servers": bootstrap}))
     for v in values:
         producer.produce(topic, v)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                                "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + 30

@@ -10,7 +10,9 @@ from brokers import BrokerProcess, peer_closed, raw_socket, wait_for
 from odradek.admin import metadata
 from odradek.broker.link.resent_requests import LARGE_BODY, ResentRequests
 from odradek.client import KafkaConnection
-from odradek.controller.requests import (
+from odradek.errors import ErrorCode
+from odradek.protocol.client import BlockingConnection
+from odradek.protocol.controller_requests import (
     CONTROLLER_API_KEYS,
     LEADER_AND_ISR,
     VERSIONS,
@@ -21,8 +23,6 @@ from odradek.controller.requests import (
     decode_response,
     encode_body,
 )
-from odradek.errors import ErrorCode
-from odradek.protocol.client import BlockingConnection
 from odradek.protocol.wire import request_header
 
 # From a controller of epoch 0: older than the epoch-1 controller every fresh cluster (of one, here) elects first.

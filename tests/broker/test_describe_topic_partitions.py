@@ -11,12 +11,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 
 
 def test_describe_topics_and_pagination(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     for fut in admin.create_topics([NewTopic("alpha", 3, 1), NewTopic("beta", 2, 1)]).values():
         fut.result(30)
     [fut] = admin.describe_topics(TopicCollection(["alpha"]), request_timeout=20).values()

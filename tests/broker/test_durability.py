@@ -8,6 +8,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.admin import create_topic
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
@@ -25,7 +26,8 @@ def _produce(bootstrap: str, topic: str, n: int, start: int = 0) -> Acked:
         else:
             acked[(msg.partition(), msg.offset())] = (msg.key(), msg.value())  # type: ignore[attr-defined]
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                "linger.ms": 5}))
     for i in range(start, start + n):
         producer.produce(topic, key=f"k{i % 17}".encode(), value=f"value-{i}".encode(), on_delivery=on_delivery)
         if i % 500 == 0:
@@ -36,10 +38,10 @@ def _produce(bootstrap: str, topic: str, n: int, start: int = 0) -> Acked:
 
 
 def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> Acked:
-    consumer = Consumer(
+    consumer = opened(Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
          "auto.offset.reset": "earliest"}
-    )
+    ))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen: Acked = {}
     idle = 0
@@ -54,13 +56,13 @@ def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> Ack
 
 
 def _commit_group(bootstrap: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False}))
     consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
     consumer.close()
 
 
 def _committed(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False}))
     result = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
     consumer.close()
     return {tp.partition: tp.offset for tp in result}

@@ -15,6 +15,7 @@ from kafka import KafkaConsumer
 
 from brokers import wait_for
 from cluster.harness import ThreadedCluster
+from kafka_clients import opened
 
 A, B = "grows", "dropped"
 
@@ -44,12 +45,13 @@ def _client_session(consumer: KafkaConsumer) -> int:
 
 
 def test_a_kafka_python_session_survives_a_partition_added_and_a_topic_dropped(cluster) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
     for f in admin.create_topics([NewTopic(A, 2, 1), NewTopic(B, 1, 1)]).values():
         f.result(30)
 
     def produce(topic: str, partition: int, value: bytes) -> None:
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})  # fresh metadata each time
+        producer = opened(Producer({"bootstrap.servers": cluster.bootstrap,
+                                    "linger.ms": 0}))  # fresh metadata each time
         producer.produce(topic, value, partition=partition)
         assert producer.flush(30) == 0
 

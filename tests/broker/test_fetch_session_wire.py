@@ -17,6 +17,7 @@ from kio.index import load_request_schema
 
 from brokers import wait_for
 from cluster.harness import ThreadedCluster
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 
@@ -27,7 +28,7 @@ PARTITIONS = 3
 def _start(tmp_path: Path, **overrides: str) -> ThreadedCluster:
     c = ThreadedCluster(1, tmp_path / "cluster", overrides={"zookeeper.session.timeout.ms": "2000", **overrides})
     c.start()
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": c.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
     wait_for(lambda: c.leader_of(TOPIC, PARTITIONS - 1) == 0, what="leaders for the topic")
     return c
@@ -43,7 +44,7 @@ def cluster(tmp_path: Path) -> Iterator[ThreadedCluster]:
 
 
 def _produce(c: ThreadedCluster, partition: int, n: int = 1) -> None:
-    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0})
+    p = opened(Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0}))
     for i in range(n):
         p.produce(TOPIC, b"v%d" % i, partition=partition)
     assert p.flush(30) == 0

@@ -9,14 +9,15 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 
 TOPIC = "stamped"
 
 
 def test_max_timestamp_is_the_records_offset_not_its_batchs(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200, "compression.type": "gzip"})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200, "compression.type": "gzip"}))
     now = int(time.time() * 1000)
     # one batch of five (linger): the largest timestamp is the third record's, offset 2
     for i, ts in enumerate([now, now + 10, now + 500, now + 20, now + 30]):

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.coordination import znodes as zn
 from odradek.coordination.durable import DurableEmbeddedBackend
 
@@ -55,8 +56,8 @@ def _lay_out_as_single_broker_mode(data_dir: Path) -> None:
 
 
 def _records(bootstrap: str) -> list[tuple[int, int, bytes | None]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False}))
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
     out: list[tuple[int, int, bytes | None]] = []
     try:
@@ -71,7 +72,7 @@ def _records(bootstrap: str) -> list[tuple[int, int, bytes | None]]:
 
 
 def _committed(bootstrap: str) -> list[tuple[int, int]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP}))
     try:
         return [(tp.partition, tp.offset) for tp in consumer.committed([TopicPartition(TOPIC, p) for p in range(2)],
                                                                        timeout=30)]
@@ -82,13 +83,13 @@ def _committed(bootstrap: str) -> list[tuple[int, int]]:
 def test_a_single_broker_directory_is_migrated_with_records_offsets_and_configs(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     broker = BrokerProcess(data_dir, ["--override", "group.initial.rebalance.delay.ms=0"]).start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 2, 1, config={"retention.ms": "123456789"})])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True}))
     for i in range(60):
         producer.produce(TOPIC, value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
-    committer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP})
+    committer = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP}))
     committer.commit(offsets=[TopicPartition(TOPIC, 0, 17), TopicPartition(TOPIC, 1, 23)], asynchronous=False)
     committer.close()
     before = _records(broker.bootstrap)
@@ -101,13 +102,13 @@ def test_a_single_broker_directory_is_migrated_with_records_offsets_and_configs(
     assert not (data_dir / "topics.json").exists() and (data_dir / "broker-0" / "topics.json.migrated").exists()
     assert _records(broker.bootstrap) == before
     assert _committed(broker.bootstrap) == [(0, 17), (1, 23)]
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     described = admin.describe_topics(TopicCollection([TOPIC]))[TOPIC].result(30)
     assert str(described.topic_id) == str(topic_id)
     resource = ConfigResource("topic", TOPIC)
     configs = admin.describe_configs([resource])[resource].result(30)
     assert configs["retention.ms"].value == "123456789"
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True}))
     producer.produce(TOPIC, value=b"after", partition=0)
     assert producer.flush(30) == 0
 

@@ -21,6 +21,7 @@ from kio.index import load_request_schema
 
 from brokers import wait_for
 from cluster.harness import ThreadedCluster
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.placement.model import TopicPartition
@@ -34,7 +35,7 @@ A, B = 7001, 7002
 def cluster(tmp_path: Path) -> Iterator[ThreadedCluster]:
     c = ThreadedCluster(1, tmp_path / "cluster", overrides={"zookeeper.session.timeout.ms": "2000"}).start()
     try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        admin = opened(AdminClient({"bootstrap.servers": c.bootstrap}))
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
         wait_for(lambda: _partition(c) is not None and _partition(c).is_leader, what="a leader for the topic")
         yield c
@@ -204,7 +205,7 @@ def test_follower_replicates_the_markers_and_serves_the_same_aborted_list_after_
     c = ThreadedCluster(2, tmp_path / "two", overrides={"zookeeper.session.timeout.ms": "2000",
                                                         "replica.lag.time.max.ms": "3000"}).start()
     try:
-        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        admin = opened(AdminClient({"bootstrap.servers": c.bootstrap}))
         admin.create_topics([NewTopic(TOPIC, 1, 2)])[TOPIC].result(30)
         wait_for(lambda: c.full_isr(TOPIC, 1), what="both replicas in the ISR")
         leader_id = c.leader_of(TOPIC, 0)

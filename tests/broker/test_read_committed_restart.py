@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.protocol.records import iter_batches
@@ -51,18 +52,18 @@ def test_killed_broker_rebuilds_the_txnindex_and_keeps_the_open_transaction(
 ) -> None:
     broker = broker_factory("--override", "group.initial.rebalance.delay.ms=0")
     bs = broker.bootstrap
-    admin = AdminClient({"bootstrap.servers": bs})
+    admin = opened(AdminClient({"bootstrap.servers": bs}))
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
 
-    aborting = Producer({"bootstrap.servers": bs, "transactional.id": "a-" + uuid.uuid4().hex[:6]})
+    aborting = opened(Producer({"bootstrap.servers": bs, "transactional.id": "a-" + uuid.uuid4().hex[:6]}))
     aborting.init_transactions(30)
     aborting.begin_transaction()
     for i in range(3):
         aborting.produce(TOPIC, b"aborted-%d" % i, partition=0)
     aborting.flush(30)
     aborting.abort_transaction(30)  # data at 0 (one batch), its ABORT marker after it
-    open_txn = Producer({"bootstrap.servers": bs, "transactional.id": "o-" + uuid.uuid4().hex[:6],
-                         "transaction.timeout.ms": 600_000})
+    open_txn = opened(Producer({"bootstrap.servers": bs, "transactional.id": "o-" + uuid.uuid4().hex[:6],
+                                "transaction.timeout.ms": 600_000}))
     open_txn.init_transactions(30)
     open_txn.begin_transaction()
     open_txn.produce(TOPIC, b"undecided", partition=0)

@@ -12,19 +12,20 @@ from kafka.errors import ElectionNotNeededError, InvalidReplicationAssignmentErr
 from kafka.structs import TopicPartition
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 
 TOPIC = "solo"
 
 
 @pytest.fixture
 def solo(broker: BrokerProcess) -> BrokerProcess:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
     return broker
 
 
 def test_describe_cluster_names_the_broker_as_controller(solo: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": solo.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": solo.bootstrap}))
     described = admin.describe_cluster(request_timeout=20).result(30)
     assert [n.id for n in described.nodes] == [0]
     assert described.controller.id == 0
@@ -40,7 +41,7 @@ def test_describe_cluster_names_the_broker_as_controller(solo: BrokerProcess) ->
 
 
 def test_preferred_election_is_not_needed(solo: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": solo.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": solo.bootstrap}))
     futures = admin.elect_leaders(ElectionType.PREFERRED, [CTopicPartition(TOPIC, 0), CTopicPartition(TOPIC, 1)])
     results = futures.result(30)
     assert {tp.partition for tp in results} == {0, 1}

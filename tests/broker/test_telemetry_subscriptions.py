@@ -10,6 +10,7 @@ from confluent_kafka import Producer
 from kio.index import load_request_schema
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 
@@ -27,6 +28,6 @@ def test_telemetry_subscription_is_empty_and_unadvertised(broker: BrokerProcess)
     assert answer.client_instance_id.int != 0, "a zero id gets a fresh instance id"
     assert answer.requested_metrics == ()
     assert tuple(answer.accepted_compression_types) == (4, 3, 1, 2)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.metrics.push": True})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "enable.metrics.push": True}))
     producer.produce("telemetry-free", b"x")
     assert producer.flush(30) == 0

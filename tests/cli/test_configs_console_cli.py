@@ -7,18 +7,19 @@ from collections.abc import Callable
 from click.testing import Result
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 
-from odradek.cli_configs import parse_add_config
+from kafka_clients import opened
+from odradek.cli.configs import parse_add_config
 from odradek.testing import ThreadedCluster
 
 
 def create(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
 def overrides(bootstrap: str, topic: str) -> dict[str, str]:
     """The topic's dynamic configs as a client reads them back (not through the tool under test)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     resource = ConfigResource(ResourceType.TOPIC, topic)
     entries = admin.describe_configs([resource])[resource].result(30)
     return {e.name: e.value for e in entries.values() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}

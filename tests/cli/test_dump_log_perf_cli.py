@@ -10,7 +10,8 @@ from click.testing import Result
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.cli_dump_log import dump_log
+from kafka_clients import close_opened, opened
+from odradek.cli.dump_log import dump_log
 from odradek.protocol.compression import CODEC_GZIP
 from odradek.protocol.records import encode_batch
 from odradek.testing import ThreadedCluster, start_cluster
@@ -29,12 +30,12 @@ def test_dump_log_matches_what_was_produced(tmp_path: Path, cli: Callable[..., R
     cluster = start_cluster(tmp_path, brokers=1)
     try:
         bootstrap = cluster.bootstrap
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
         admin.create_topics([NewTopic("dumped", 1, 1, config={"index.interval.bytes": "200"})])["dumped"].result(30)
         sent: list[tuple[str | None, str, int, list[str]]] = []
         for codec in ("none", "gzip"):
-            producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "compression.type": codec,
-                                 "enable.idempotence": True})
+            producer = opened(Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "compression.type": codec,
+                                        "enable.idempotence": True}))
             for i in range(40):
                 key = None if i % 10 == 9 else f"key-{i % 4}"
                 value, ts = f"{codec} value {i}", 1_800_000_000_000 + len(sent)
@@ -45,6 +46,7 @@ def test_dump_log_matches_what_was_produced(tmp_path: Path, cli: Callable[..., R
                 if i % 7 == 6:
                     producer.flush(30)  # several batches per codec
             assert producer.flush(30) == 0
+        close_opened()  # the clients go before their broker
         cluster.stop(0)  # a clean stop flushes the segment and its indexes
     finally:
         cluster.close()

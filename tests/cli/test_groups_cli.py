@@ -12,7 +12,8 @@ from click.testing import Result
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.cli_groups import ResetSpec, plan_reset
+from kafka_clients import opened
+from odradek.cli.groups import ResetSpec, plan_reset
 from odradek.testing import ThreadedCluster
 
 PARTITIONS, PER_PARTITION = 3, 10
@@ -22,9 +23,9 @@ BASE_TS = (int(time.time()) - 600) * 1000
 
 def make_topic(bootstrap: str, topic: str) -> None:
     """``topic`` with PER_PARTITION records in each partition; record i of a partition has timestamp BASE_TS + i s."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client fails its futures
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))  # held: a collected client fails its futures
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}))
     for p in range(PARTITIONS):
         for i in range(PER_PARTITION):
             producer.produce(topic, f"v{p}-{i}".encode(), partition=p, timestamp=BASE_TS + i * 1000)
@@ -32,8 +33,8 @@ def make_topic(bootstrap: str, topic: str) -> None:
 
 
 def group_consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                     "enable.auto.commit": False, "session.timeout.ms": 6000})
+    return opened(Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                            "enable.auto.commit": False, "session.timeout.ms": 6000}))
 
 
 def consume(consumer: Consumer, count: int, timeout: float = 30.0) -> list[Any]:

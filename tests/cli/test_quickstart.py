@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.broker.group.metadata import GroupState
 from odradek.clock import ManualClock
 from odradek.quickstart import describe_settings, quickstart_settings
@@ -19,7 +20,7 @@ from odradek.testing import ThreadedCluster
 
 
 def _broker_configs(bootstrap: str) -> dict[str, tuple[str | None, ConfigSource]]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     future = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "0")])
     [(_resource, result)] = future.items()
     return {name: (entry.value, ConfigSource(entry.source)) for name, entry in result.result(30).items()}
@@ -65,17 +66,18 @@ def frozen_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[t
 
 def _join(cluster: ThreadedCluster) -> tuple[Consumer, str]:
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    producer = opened(Producer({"bootstrap.servers": cluster.bootstrap}))
     producer.produce(topic, b"x")
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     return consumer, group
 
 
 def _group(cluster: ThreadedCluster, group: str) -> tuple[GroupState, int, int | None] | None:
     def read() -> tuple[GroupState, int, int | None] | None:
-        found = cluster.cluster.brokers[0].groups._groups.get(group)
+        found = cluster.cluster.brokers[0].groups.ctx.groups.get(group)
         return None if found is None else (found.state, found.generation_id, found.state_timestamp)
 
     return cluster.run(read)

@@ -12,11 +12,12 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.testing import start_cluster
 
 
 def _create(bootstrap: str, topics: dict[str, int]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     futures = admin.create_topics([NewTopic(name, 3, replication) for name, replication in topics.items()])
     for future in futures.values():
         future.result(30)
@@ -29,12 +30,12 @@ def test_a_three_broker_cluster_stopped_with_sigterm_logs_nothing_at_warning_or_
         # partitions on two of three brokers and on all three, and a group's offsets: what a stop used to
         # elect leaders for as the brokers left one by one
         _create(broker.bootstrap, {"two": 2, "three": 3})
-        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        producer = opened(Producer({"bootstrap.servers": broker.bootstrap}))
         for i in range(30):
             producer.produce("two", f"m{i}".encode())
         assert producer.flush(30) == 0
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                             "auto.offset.reset": "earliest"})
+        consumer = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                                    "auto.offset.reset": "earliest"}))
         consumer.subscribe(["two"])
         seen: list[bytes] = []
 

@@ -18,6 +18,7 @@ from click.testing import Result
 from confluent_kafka import Consumer
 
 from brokers import SASL_PLAINTEXT_ARGS, BrokerProcess
+from kafka_clients import opened
 from odradek.security.client_config import ClientConfigError, librdkafka_properties, read_properties
 
 pytestmark = pytest.mark.timeout(180)
@@ -89,8 +90,9 @@ def test_groups_and_perf_over_sasl(broker: BrokerProcess, configs: dict[str, Pat
                    f"bootstrap.servers={bootstrap}", "acks=all")
     assert produced.exit_code == 0, produced.output
     assert produced.stdout.splitlines()[-1].startswith("50 records sent")
-    consumer = Consumer({**librdkafka_properties(read_properties(configs[mechanism])), "bootstrap.servers": bootstrap,
-                         "group.id": group, "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({**librdkafka_properties(read_properties(configs[mechanism])),
+                                "bootstrap.servers": bootstrap,
+                                "group.id": group, "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     got, deadline = 0, time.monotonic() + 60
     while got < 50 and time.monotonic() < deadline:

@@ -14,7 +14,7 @@ from workload import create_topic_with_assignment
 
 from brokers import wait_for
 from odradek.cli import main
-from odradek.cli_cluster import (
+from odradek.cli.cluster import (
     assignment_json,
     elect,
     parse_reassignment_json,

@@ -11,6 +11,7 @@ from harness import ThreadedCluster
 from workload import create_topic_with_assignment
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek import admin
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
@@ -43,8 +44,8 @@ def test_a_quota_altered_through_one_broker_is_enforced_by_another(
         if event.throttle_time > 0:
             throttled_by.add(event.broker_id)
 
-    producer = Producer({"bootstrap.servers": c.bootstrap, "client.id": "limited-app", "linger.ms": 5,
-                         "batch.size": 16_384, "throttle_cb": throttled})
+    producer = opened(Producer({"bootstrap.servers": c.bootstrap, "client.id": "limited-app", "linger.ms": 5,
+                                "batch.size": 16_384, "throttle_cb": throttled}))
     sent = 0
     # A fresh client may burst one window's quota; 3 windows' worth must be throttled by the partition's leader.
     while not throttled_by:

@@ -15,13 +15,14 @@ from kafka.structs import TopicPartition as KpTopicPartition
 from workload import create_topic_with_assignment
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.errors import KafkaError
 
 TOPIC = "pruned"
 
 
 def _produce(bootstrap: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0}))
     for i in range(count):
         producer.produce(TOPIC, value=f"v{i}".encode(), partition=i % 2)
     assert producer.flush(30) == 0
@@ -41,7 +42,7 @@ def _log_starts(c: ThreadedCluster, partition: int) -> dict[int, int]:
 
 
 def _earliest(bootstrap: str, partition: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"}))
     try:
         low, _high = consumer.get_watermark_offsets(TopicPartition(TOPIC, partition), timeout=10)
         return int(low)
@@ -50,8 +51,8 @@ def _earliest(bootstrap: str, partition: int) -> int:
 
 
 def _first_value(bootstrap: str, partition: int) -> tuple[int, bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False}))
     try:
         consumer.assign([TopicPartition(TOPIC, partition, -2)])  # OFFSET_BEGINNING
         got: list[Any] = []
@@ -74,7 +75,7 @@ def test_delete_records_moves_the_start_on_every_replica(cluster_factory) -> Non
     wait_for(lambda: c.full_isr(TOPIC, 1), 30, what="full ISR")
     _produce(c.bootstrap, 100)  # 50 records a partition
 
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": c.bootstrap}))
     [fut] = admin.delete_records([TopicPartition(TOPIC, 0, 20)], request_timeout=30).values()
     assert fut.result(30).low_watermark == 20
     assert _log_starts(c, 0) == {0: 20, 1: 20, 2: 20}, "every ISR replica has the new start when the answer comes"
@@ -99,7 +100,7 @@ def test_the_start_offset_survives_a_cluster_restart(cluster_factory) -> None:
     create_topic_with_assignment(c.bootstrap, TOPIC, {0: [0, 1], 1: [1, 0]})
     wait_for(lambda: c.full_isr(TOPIC, 2), 30, what="full ISR")
     _produce(c.bootstrap, 40)
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": c.bootstrap}))
     [fut] = admin.delete_records([TopicPartition(TOPIC, 0, 15)], request_timeout=30).values()
     assert fut.result(30).low_watermark == 15
     # both down, so no replica can relearn the start from a leader: it comes back from log-start-offset-checkpoint

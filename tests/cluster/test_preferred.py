@@ -8,7 +8,7 @@ from harness import ThreadedCluster
 from workload import create_topic_with_assignment, partition_view
 
 from brokers import wait_for
-from odradek.cli_cluster import PREFERRED, controller_connection, elect, elect_leaders
+from odradek.cli.cluster import PREFERRED, controller_connection, elect, elect_leaders
 from odradek.errors import ErrorCode
 
 TOPIC = "pref"

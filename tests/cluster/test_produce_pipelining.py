@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema, load_response_schema
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.protocol.entities import decode_entity, encode_entity
 from odradek.protocol.records import encode_batch
 from odradek.protocol.wire import request_header
@@ -26,11 +27,11 @@ COUNT = 3000
 
 def test_pipelined_acks_all_produces_keep_their_order_and_all_arrive_once(cluster_factory) -> None:
     c = cluster_factory(3)
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": c.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(30)
     wait_for(lambda: c.full_isr(TOPIC, 1), 30, what="a full ISR")
-    producer = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "max.in.flight.requests.per.connection": 5, "linger.ms": 0, "batch.num.messages": 7})
+    producer = opened(Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
+                                "max.in.flight.requests.per.connection": 5, "linger.ms": 0, "batch.num.messages": 7}))
     errors: list[object] = []
     acked: list[int] = []
 
@@ -47,7 +48,7 @@ def test_pipelined_acks_all_produces_keep_their_order_and_all_arrive_once(cluste
     assert errors == []
     assert acked == sorted(acked) and len(set(acked)) == COUNT, "acknowledged offsets are unique and in order"
 
-    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "pipe", "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({"bootstrap.servers": c.bootstrap, "group.id": "pipe", "auto.offset.reset": "earliest"}))
     consumer.subscribe([TOPIC])
     seen: list[int] = []
     try:
@@ -70,7 +71,7 @@ def test_produces_buffered_on_a_connection_share_replication_rounds(cluster_fact
     all. The count depends on how the bytes arrive, not on how fast anything runs: even split over a few reads it
     stays far below the bound."""
     c = cluster_factory(3)
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": c.bootstrap}))
     admin.create_topics([NewTopic("buffered", 1, 3)])["buffered"].result(30)
     wait_for(lambda: c.full_isr("buffered", 1), 30, what="a full ISR")
     leader = c.broker(c.leader_of("buffered", 0))

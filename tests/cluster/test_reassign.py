@@ -12,7 +12,7 @@ from harness import ThreadedCluster
 from workload import Load, check_nothing_lost, create_topic_with_assignment, partition_view, read_back
 
 from brokers import wait_for
-from odradek.cli_cluster import alter_reassignments, controller_connection, list_reassignments, reassign
+from odradek.cli.cluster import alter_reassignments, controller_connection, list_reassignments, reassign
 from odradek.errors import ErrorCode
 
 TOPIC = "mv"

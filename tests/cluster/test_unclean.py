@@ -11,12 +11,13 @@ from harness import ThreadedCluster
 from workload import create_topic_with_assignment, partition_view, read_back
 
 from brokers import wait_for
+from kafka_clients import opened
 
 TOPIC = "u"
 
 
 def _produce(bootstrap: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}))
     errors: list[object] = []
     for i in range(count):
         producer.produce(TOPIC, value=b"%06d" % i, on_delivery=lambda err, _m: errors.append(err) if err else None)

@@ -8,7 +8,9 @@ from workload import create_topic_with_assignment, partition_view
 
 from brokers import wait_for
 from odradek.controller import LEADER_AND_ISR, STOP_REPLICA, TcpTransport
-from odradek.controller.requests import (
+from odradek.coordination.znodes import Endpoint
+from odradek.errors import ErrorCode
+from odradek.protocol.controller_requests import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     StopReplicaPartition,
@@ -16,8 +18,6 @@ from odradek.controller.requests import (
     decode_response,
     encode_body,
 )
-from odradek.coordination.znodes import Endpoint
-from odradek.errors import ErrorCode
 
 TOPIC = "z"
 

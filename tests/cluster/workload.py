@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.admin import CREATE_TOPICS, create_topic, metadata, request_schema
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
@@ -35,11 +36,11 @@ class Load:
             "error_cb": self.client_errors.append,
         }
         config.update(extra or {})
-        self.producer = Producer(config)
-        self.consumer = Consumer({
+        self.producer = opened(Producer(config))
+        self.consumer = opened(Consumer({
             "bootstrap.servers": bootstrap, "group.id": "observer", "enable.auto.commit": False,
             "topic.metadata.refresh.interval.ms": 1000,
-        })
+        }))
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         self.threads = [threading.Thread(target=self._produce), threading.Thread(target=self._consume)]
         for t in self.threads:
@@ -89,7 +90,7 @@ _TRANSIENT = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._R
 
 
 def read_back(bootstrap: str, topic: str, partitions: int) -> dict[tuple[int, int], bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "final", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "final", "enable.auto.commit": False}))
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[tuple[int, int], bytes] = {}

@@ -18,17 +18,6 @@ from typing import Any
 
 from odradek.clock import Clock, SystemClock
 from odradek.controller import Controller
-from odradek.controller.requests import (
-    LEADER_AND_ISR,
-    STOP_REPLICA,
-    UPDATE_METADATA,
-    LeaderAndIsrResponse,
-    PartitionError,
-    StopReplicaResponse,
-    UpdateMetadataResponse,
-    decode_request,
-    encode_body,
-)
 from odradek.coordination import (
     ANY_VERSION,
     Backend,
@@ -55,6 +44,17 @@ from odradek.coordination.znodes import (
     partition_state_path,
     topic_config_path,
     topic_path,
+)
+from odradek.protocol.controller_requests import (
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    LeaderAndIsrResponse,
+    PartitionError,
+    StopReplicaResponse,
+    UpdateMetadataResponse,
+    decode_request,
+    encode_body,
 )
 
 STALE_CONTROLLER_EPOCH = 11

@@ -8,9 +8,9 @@ import pytest
 from controller_support import SimCluster, wait_for
 
 from odradek.clock import ManualClock
-from odradek.controller.requests import LEADER_AND_ISR, UPDATE_METADATA
 from odradek.coordination import EmbeddedBackend
 from odradek.coordination.znodes import CONTROLLER, decode_controller_epoch
+from odradek.protocol.controller_requests import LEADER_AND_ISR, UPDATE_METADATA
 
 
 def cluster(**config: object) -> SimCluster:

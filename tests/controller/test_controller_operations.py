@@ -9,7 +9,6 @@ from controller_support import SimCluster, wait_for
 
 from odradek.clock import ManualClock
 from odradek.controller import PREFERRED, UNCLEAN
-from odradek.controller.requests import LEADER_AND_ISR, STOP_REPLICA
 from odradek.coordination import EmbeddedBackend
 from odradek.coordination.znodes import (
     PartitionReassignment,
@@ -18,6 +17,7 @@ from odradek.coordination.znodes import (
     encode_controller_epoch,
 )
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.controller_requests import LEADER_AND_ISR, STOP_REPLICA
 
 
 def cluster(**config: object) -> SimCluster:

@@ -11,7 +11,17 @@ import pytest
 from odradek.controller.batch import RequestBatch
 from odradek.controller.context import ControllerContext, LeaderIsr, PartitionReplica, ReplicaAssignment
 from odradek.controller.election import Elected, Election, NotElected, elect_leader, without_replica
-from odradek.controller.requests import (
+from odradek.controller.states import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
+    PartitionState,
+    ReplicaState,
+    StateTable,
+)
+from odradek.controller.transport import TcpTransport, request_controlled_shutdown
+from odradek.coordination.znodes import BrokerRegistration, Endpoint, TopicPartition
+from odradek.errors import ErrorCode
+from odradek.protocol.controller_requests import (
     CONTROLLED_SHUTDOWN,
     LEADER_AND_ISR,
     STOP_REPLICA,
@@ -29,16 +39,6 @@ from odradek.controller.requests import (
     frame_response,
     parse_request_frame,
 )
-from odradek.controller.states import (
-    PARTITION_VALID_PREVIOUS,
-    REPLICA_VALID_PREVIOUS,
-    PartitionState,
-    ReplicaState,
-    StateTable,
-)
-from odradek.controller.transport import TcpTransport, request_controlled_shutdown
-from odradek.coordination.znodes import BrokerRegistration, Endpoint, TopicPartition
-from odradek.errors import ErrorCode
 
 # ------------------------------------------------------------------------------------------ states
 
@@ -227,7 +227,7 @@ async def test_channels_retry_while_the_broker_lives_and_drop_when_it_is_removed
 
 async def test_a_request_kafkas_format_cannot_carry_is_dropped_and_the_queue_goes_on(caplog) -> None:
     from odradek.controller.channels import ChannelManager
-    from odradek.controller.requests import MetadataBroker, MetadataEndpoint, UpdateMetadataRequest
+    from odradek.protocol.controller_requests import MetadataBroker, MetadataEndpoint, UpdateMetadataRequest
 
     sent: list[int] = []
 

@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 from coordination_support import CuttableProxy, unique_chroot
 
+from kafka_clients import opened
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
 from odradek.coordination import ZooKeeperBackend
@@ -92,7 +93,7 @@ async def scenario(zookeeper: LocalZooKeeper, proxy: CuttableProxy, data_dir: Pa
             await broker.start()
         await until(lambda: _true(sum(b.controller.is_active for b in brokers) == 1), 60, "one active controller")
         bootstrap = ",".join(f"127.0.0.1:{b.port}" for b in brokers)
-        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10_000})
+        admin = opened(AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10_000}))
         names = [f"flap-{i}" for i in range(TOPICS_CREATED)]
 
         stop = asyncio.Event()

@@ -58,7 +58,7 @@ class Call:
     version: int
     body: Any = field(default_factory=dict)
     """A dict in kio's field names; for the controller's APIs (4-7, which kio lacks) a request of
-    :mod:`odradek.controller.requests`."""
+    :mod:`odradek.protocol.controller_requests`."""
     capture: Mapping[str, str] = field(default_factory=dict)
     until: Until | None = None
 

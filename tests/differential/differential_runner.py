@@ -19,9 +19,9 @@ from typing import Any
 
 from differential_corpus import Batch, Call, Closed, Ref, Scenario, Topic
 
-from odradek.controller.requests import VERSIONS as CONTROLLER_VERSIONS
-from odradek.controller.requests import decode_response, encode_body
 from odradek.protocol.client import BlockingConnection
+from odradek.protocol.controller_requests import VERSIONS as CONTROLLER_VERSIONS
+from odradek.protocol.controller_requests import decode_response, encode_body
 from odradek.protocol.entities import decode_entity, default_of, encode_entity, entity_schemas
 from odradek.protocol.records import decode_batch, encode_batch, iter_batches
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from differential_corpus import Call, Scenario
 
-from odradek.controller.requests import (
+from odradek.protocol.controller_requests import (
     ControlledShutdownRequest,
     LeaderAndIsrRequest,
     StopReplicaRequest,

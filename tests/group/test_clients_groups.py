@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 
 MESSAGES = 10_000
 PARTITIONS = 3
@@ -75,10 +76,10 @@ def test_confluent_kafka(broker: BrokerProcess) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic, group = names()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5}))
     failures: list[Any] = []
 
     def on_delivery(error: Any, _msg: Any) -> None:
@@ -95,14 +96,14 @@ def test_confluent_kafka(broker: BrokerProcess) -> None:
     assert producer.flush(30) == 0 and not failures
 
     def consume(limit: int | None) -> Seen:
-        consumer = Consumer(
+        consumer = opened(Consumer(
             {
                 "bootstrap.servers": broker.bootstrap,
                 "group.id": group,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
             }
-        )
+        ))
         consumer.subscribe([topic])
         seen: Seen = []
         deadline = time.monotonic() + DEADLINE_S
@@ -125,7 +126,7 @@ def test_confluent_kafka(broker: BrokerProcess) -> None:
     second = consume(None)
     ends = check_exactly_once_in_order(first, second)
 
-    checker = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    checker = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group}))
     committed = checker.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
     checker.close()
     assert {tp.partition: tp.offset for tp in committed} == {p: ends.get(p, -1001) for p in range(PARTITIONS)}
@@ -270,7 +271,7 @@ def test_kcat_balanced_consumer(broker: BrokerProcess) -> None:
 
     assert KCAT is not None, "kcat is a test dependency (Debian package kafkacat)"
     topic, group = names()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
     lines = "".join(f"{k}:{v}\n" for k, v in keyed_messages())
@@ -316,7 +317,7 @@ def test_kcat_balanced_consumer(broker: BrokerProcess) -> None:
 
     from confluent_kafka import Consumer, TopicPartition
 
-    checker = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    checker = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group}))
     committed = checker.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
     checker.close()
     assert {tp.partition: tp.offset for tp in committed} == ends
@@ -334,9 +335,9 @@ def test_group_is_listed_described_and_deleted(broker: BrokerProcess) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic, group = names()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "describer"})
+    consumer = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "describer"}))
     consumer.subscribe([topic])
     wait_for(lambda: consumer.poll(0.2) is None and consumer.assignment(), 30, what="assignment")
 

@@ -16,13 +16,14 @@ from confluent_kafka import Consumer, ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.broker.group.server_assignors import AssignmentSpec, uniform
 
 PARTITIONS = 6
 
 
 def consumer(broker: BrokerProcess, group: str, **extra: Any) -> Consumer:
-    return Consumer(
+    return opened(Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
             "group.id": group,
@@ -31,7 +32,7 @@ def consumer(broker: BrokerProcess, group: str, **extra: Any) -> Consumer:
             "auto.offset.reset": "earliest",
             **extra,
         }
-    )
+    ))
 
 
 def poll_until(consumers: list[Consumer], predicate: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -54,7 +55,7 @@ def test_assignments_match_uniform_and_leave_hands_over(broker_factory: Callable
     broker = broker_factory(
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=500"
     )
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     consumers = [consumer(broker, group) for _ in range(3)]
@@ -106,7 +107,7 @@ def test_regex_subscription_picks_up_a_new_topic(broker_factory: Callable[..., B
     broker = broker_factory(
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=500"
     )
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     prefix, group = f"rx{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:8]}"
     first, later = f"{prefix}-a", f"{prefix}-b"
     admin.create_topics([NewTopic(first, 2, 1)])[first].result(30)

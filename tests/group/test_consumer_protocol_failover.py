@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.testing import ThreadedCluster
 
 PARTITIONS, MESSAGES = 4, 40
@@ -64,14 +65,14 @@ def test_coordinator_failover_keeps_the_group(tmp_path: Path) -> None:
     consumers: list[Consumer] = []
     try:
         topic, group = f"fo-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin = opened(AdminClient({"bootstrap.servers": c.bootstrap_servers}))
         admin.create_topics([NewTopic(topic, PARTITIONS, 3)])[topic].result(30)
-        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
+        producer = opened(Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"}))
         for i in range(MESSAGES):
             producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
         assert producer.flush(30) == 0
         consumers = [
-            Consumer(
+            opened(Consumer(
                 {
                     "bootstrap.servers": c.bootstrap_servers,
                     "group.id": group,
@@ -79,7 +80,7 @@ def test_coordinator_failover_keeps_the_group(tmp_path: Path) -> None:
                     "enable.auto.commit": False,
                     "auto.offset.reset": "earliest",
                 }
-            )
+            ))
             for _ in range(2)
         ]
         for consumer in consumers:

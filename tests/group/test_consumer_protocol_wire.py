@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 
@@ -115,7 +116,7 @@ def coordinator_ready(conn: KafkaConnection, group: str) -> bool:
 
 def test_bad_input_offsets_regex_and_restart(broker_factory: Any) -> None:
     broker: BrokerProcess = broker_factory("--override", "log.flush.interval.messages=1")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     suffix = uuid.uuid4().hex[:6]
     topic, group, rx_group = f"w-{suffix}", f"g-{suffix}", f"rx-{suffix}"
     admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(30)

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, ConsumerGroupType, KafkaException, Produce
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 
 PARTITIONS = 4
@@ -37,7 +38,7 @@ def _consumer(broker: BrokerProcess, group: str, protocol: str, **extra: Any) ->
     }
     if protocol == "classic":
         conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
-    return Consumer(conf)
+    return opened(Consumer(conf))
 
 
 def _owned(c: Consumer) -> set[tuple[str, int]]:
@@ -56,7 +57,7 @@ def _poll_until(consumers: list[Consumer], seen: set[bytes], predicate: Callable
 
 
 def _produce(broker: BrokerProcess, topic: str, start: int, count: int) -> set[bytes]:
-    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap}))
     values = {f"v{i}".encode() for i in range(start, start + count)}
     for i, value in enumerate(sorted(values)):
         producer.produce(topic, value, partition=i % PARTITIONS)
@@ -95,7 +96,7 @@ def test_classic_group_upgrades_and_downgrades_online(
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=300",
         "--override", "group.min.session.timeout.ms=1000",
     )
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     everything = {(topic, p) for p in range(PARTITIONS)}
@@ -148,7 +149,7 @@ def test_migration_disabled_keeps_the_classic_group(broker_factory: Callable[...
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.migration.policy=disabled",
         "--override", "group.min.session.timeout.ms=1000",
     )
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     seen: set[bytes] = set()
@@ -185,7 +186,7 @@ def test_kafka_python_classic_member_across_the_migration(broker_factory: Callab
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=300",
         "--override", "group.min.session.timeout.ms=1000",
     )
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     everything = {(topic, p) for p in range(PARTITIONS)}
@@ -242,7 +243,7 @@ def test_classic_member_joins_a_consumer_group_then_takes_over(broker_factory: C
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.consumer.heartbeat.interval.ms=300",
         "--override", "group.min.session.timeout.ms=1000",
     )
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
     everything = {(topic, p) for p in range(6)}

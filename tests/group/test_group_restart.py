@@ -17,13 +17,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 
 PARTITIONS = 3
 BATCH = 300
 
 
 def produce(bootstrap: str, topic: str, start: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}))
     for i in range(start, start + BATCH):
         producer.produce(topic, str(i).encode(), f"k{i % 11}".encode())
     assert producer.flush(30) == 0
@@ -51,10 +52,10 @@ def test_group_and_offsets_survive_restart(broker_factory: Callable[..., BrokerP
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "log.flush.interval.messages=1"
     )
     topic, group = f"restart-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     produce(broker.bootstrap, topic, 0)
-    consumer = Consumer(
+    consumer = opened(Consumer(
         {
             "bootstrap.servers": broker.bootstrap,
             "group.id": group,
@@ -62,7 +63,7 @@ def test_group_and_offsets_survive_restart(broker_factory: Callable[..., BrokerP
             "enable.auto.commit": False,
             "session.timeout.ms": 30_000,
         }
-    )
+    ))
     consumer.subscribe([topic])
     try:
         before = consume(consumer, BATCH)
@@ -78,7 +79,7 @@ def test_group_and_offsets_survive_restart(broker_factory: Callable[..., BrokerP
 
         # A fresh admin handle: librdkafka 2.16's DescribeConsumerGroups sometimes never resolves on a handle whose
         # broker connection died under it, although the broker's answer (checked byte for byte) is unchanged.
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
         produce(broker.bootstrap, topic, BATCH)
         after = consume(consumer, BATCH)
         assert sorted(v for _, _, v in after) == list(range(BATCH, 2 * BATCH)), "repeated or skipped messages"

@@ -11,6 +11,7 @@ from kafka.errors import GroupSubscribedToTopicError, NoError
 from kafka.structs import TopicPartition as KpTopicPartition
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 
 GROUP = "pruning"
 
@@ -33,10 +34,10 @@ def _delete(broker: BrokerProcess, topic: str) -> type:
 
 
 def test_offset_delete_spares_subscribed_topics_until_the_group_is_empty(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     for fut in admin.create_topics([NewTopic("subscribed", 1, 1), NewTopic("other", 1, 1)]).values():
         fut.result(30)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP, "enable.auto.commit": False}))
     consumer.subscribe(["subscribed"])
     wait_for(lambda: consumer.poll(0.5) is None and bool(consumer.assignment()), 30, what="an assignment")
     sub, other = TopicPartition("subscribed", 0, 3), TopicPartition("other", 0, 7)

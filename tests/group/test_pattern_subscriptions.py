@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 
 
 def _topics(admin: AdminClient) -> set[str]:
@@ -40,12 +41,12 @@ def _wait(predicate: Callable[[], bool], poll: Callable[[], object], timeout: fl
 
 def test_subscriptions_create_topics_only_when_asked(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory("--override", "group.initial.rebalance.delay.ms=0")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     prefix = f"px{uuid.uuid4().hex[:6]}"
     errors: list[KafkaError] = []
     # librdkafka's consumer: named subscription, allow.auto.create.topics=false (its default).
-    named = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{prefix}-n",
-                      "error_cb": errors.append, "topic.metadata.refresh.interval.ms": 500})
+    named = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{prefix}-n",
+                             "error_cb": errors.append, "topic.metadata.refresh.interval.ms": 500}))
     # kafka-python: a pattern subscription (its allow_auto_create_topics=True does not apply to patterns).
     pattern = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=f"g-{prefix}-p",
                             auto_offset_reset="earliest", metadata_max_age_ms=500,
@@ -79,7 +80,7 @@ def test_subscriptions_create_topics_only_when_asked(broker_factory: Callable[..
 
 def test_broker_setting_turns_auto_creation_off(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory("--override", "auto.create.topics.enable=false")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     name = f"off-{uuid.uuid4().hex[:6]}"
     c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=f"g-{name}", allow_auto_create_topics=True,
                       session_timeout_ms=6000, heartbeat_interval_ms=500)

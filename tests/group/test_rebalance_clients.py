@@ -12,6 +12,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 
 PARTITIONS = 6
 SESSION_MS = 3_000
@@ -41,11 +42,11 @@ def test_join_leave_and_session_expiry(broker_factory: Callable[..., BrokerProce
         "--override", "group.initial.rebalance.delay.ms=0", "--override", "group.min.session.timeout.ms=1000"
     )
     topic, group = f"rb-{uuid.uuid4().hex[:6]}", f"rb-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
 
     def member(name: str) -> Consumer:
-        c = Consumer(
+        c = opened(Consumer(
             {
                 "bootstrap.servers": broker.bootstrap,
                 "group.id": group,
@@ -53,7 +54,7 @@ def test_join_leave_and_session_expiry(broker_factory: Callable[..., BrokerProce
                 "session.timeout.ms": SESSION_MS,
                 "heartbeat.interval.ms": 300,
             }
-        )
+        ))
         c.subscribe([topic])
         return c
 

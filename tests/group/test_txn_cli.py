@@ -8,7 +8,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
-from odradek.cli_transactions import transactions
+from kafka_clients import opened
+from odradek.cli.transactions import transactions
 
 
 def _cli(broker: BrokerProcess, *args: str) -> str:
@@ -18,13 +19,13 @@ def _cli(broker: BrokerProcess, *args: str) -> str:
 
 
 def _create(broker: BrokerProcess, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
 
 
 def _read(broker: BrokerProcess, topic: str, isolation: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"reader-{isolation}",
-                         "isolation.level": isolation, "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"reader-{isolation}",
+                                "isolation.level": isolation, "enable.auto.commit": False}))
     consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[bytes] = []
     for _ in range(4):
@@ -35,7 +36,7 @@ def _read(broker: BrokerProcess, topic: str, isolation: str) -> list[bytes]:
 
 def test_list_describe_and_abort_a_hanging_transaction(broker: BrokerProcess) -> None:
     _create(broker, "t")
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cli-txn", "linger.ms": 0})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "cli-txn", "linger.ms": 0}))
     producer.init_transactions(30)
     producer.begin_transaction()
     for i in range(3):
@@ -72,7 +73,7 @@ def test_abort_without_an_open_transaction_at_that_offset_fails(broker: BrokerPr
 
 def test_describe_an_id_without_a_transaction(broker: BrokerProcess) -> None:
     """An Empty id's start time is -1 on the wire, as Kafka sends it; the tool prints it rather than failing."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "idle-txn"})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "idle-txn"}))
     producer.init_transactions(30)
     described = _cli(broker, "--describe", "--transactional-id", "idle-txn")
     assert "Empty" in described and "idle-txn" in described

@@ -14,7 +14,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
-from odradek.cli_transactions import connect, describe_transactions
+from kafka_clients import opened
+from odradek.cli.transactions import connect, describe_transactions
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 
@@ -50,11 +51,11 @@ def offset_fetch(conn: KafkaConnection, require_stable: bool) -> tuple[int, Erro
 
 
 def test_every_txn_offset_commit_version_and_require_stable(broker: BrokerProcess) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": TXN_ID})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": TXN_ID}))
     producer.init_transactions(30)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP})
+    consumer = opened(Consumer({"bootstrap.servers": broker.bootstrap, "group.id": GROUP}))
     producer.begin_transaction()
     producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 5)], consumer.consumer_group_metadata(), 30)
     with connect(broker.bootstrap) as cluster:

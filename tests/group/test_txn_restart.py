@@ -13,13 +13,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 
 TOPIC = "src"
 
 
 def committed(bootstrap: str, group: str, isolation: str = "read_committed") -> int:
     """The group's committed offset; librdkafka asks with require_stable under read_committed."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation}))
     try:
         (tp,) = consumer.committed([TopicPartition(TOPIC, 0)], timeout=30)
         return int(tp.offset)
@@ -28,7 +29,7 @@ def committed(bootstrap: str, group: str, isolation: str = "read_committed") -> 
 
 
 def send_offsets(producer: Producer, bootstrap: str, group: str, offset: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": group}))
     producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, offset)], consumer.consumer_group_metadata(), 30)
     consumer.close()
 
@@ -38,9 +39,9 @@ def test_committed_and_open_transactional_offsets_survive_a_restart(
 ) -> None:
     broker = broker_factory("--override", "group.initial.rebalance.delay.ms=0",
                             "--override", "log.flush.interval.messages=1")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "restart-txn"})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "restart-txn"}))
     producer.init_transactions(30)
     for group, offset, commit in (("done", 7, True), ("dropped", 8, False)):
         producer.begin_transaction()

@@ -24,7 +24,7 @@ def open_log(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[..., Parti
     opened: list[PartitionLog] = []
 
     def factory(config: LogConfig | None = None, **kwargs: object) -> PartitionLog:
-        log = PartitionLog(tmp_path / "topic-0", config or LogConfig(), clock, **kwargs)  # type: ignore[arg-type]
+        log = PartitionLog.open(tmp_path / "topic-0", config or LogConfig(), clock, **kwargs)  # type: ignore[arg-type]
         opened.append(log)
         return log
 

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from logtest_helpers import T0, compressed_batch
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.broker.log.cleaner import LogCleaner
 from odradek.broker.log.partition_log import PartitionLog
 from odradek.broker.topic_config import LogConfig
@@ -118,7 +119,8 @@ KEYS, ROUNDS = 5, 40
 
 
 def _consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes, list[tuple[str, bytes]]]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}",
+                                "enable.auto.commit": False}))
     try:
         _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)
         consumer.assign([TopicPartition(topic, 0, 0)])
@@ -137,7 +139,7 @@ def _consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes, li
 
 def test_client_compressed_topics_compact_and_stay_readable(broker: BrokerProcess):
     """librdkafka compresses; the cleaner compacts the stopped broker's logs; librdkafka reads them back."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     # A day of min.compaction.lag keeps the broker's own cleaner away, so this test decides when compaction runs.
     topic_config = {"cleanup.policy": "compact", "segment.bytes": "400", "min.compaction.lag.ms": "86400000"}
     futures = admin.create_topics([NewTopic(f"cz-{name}", 1, 1, config=topic_config) for name in CLIENT_CODECS])
@@ -145,8 +147,8 @@ def test_client_compressed_topics_compact_and_stay_readable(broker: BrokerProces
         future.result(20)
     produced: dict[str, list[tuple[bytes, bytes, list[tuple[str, bytes]]]]] = {}
     for name in CLIENT_CODECS:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": name, "linger.ms": 50,
-                             "batch.num.messages": 4})
+        producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "compression.type": name, "linger.ms": 50,
+                                    "batch.num.messages": 4}))
         sent = []
         for r in range(ROUNDS):
             key, value = f"key-{r % KEYS}".encode(), f"{name}-round-{r}-".encode() * 6
@@ -161,7 +163,7 @@ def test_client_compressed_topics_compact_and_stay_readable(broker: BrokerProces
     cleaned_through: dict[str, int] = {}
     for name, codec in CLIENT_CODECS.items():
         [directory] = [p for p in Path(broker.data_dir).rglob(f"cz-{name}-0") if p.is_dir()]
-        log = PartitionLog(directory, LogConfig(cleanup_policy=("compact",), segment_bytes=2000), clock)
+        log = PartitionLog.open(directory, LogConfig(cleanup_policy=("compact",), segment_bytes=2000), clock)
         try:
             batches = _log_batches(log)
             assert {raw[22] & 0x07 for raw, _ in batches} == {codec}

@@ -121,11 +121,11 @@ def test_a_follower_that_becomes_leader_deduplicates_the_last_five_batches(tmp_p
     from odradek.broker.log.partition_log import PartitionLog
     from odradek.protocol.records import iter_batches
 
-    leader = PartitionLog(tmp_path / "leader" / "topic-0", LogConfig(), clock)
+    leader = PartitionLog.open(tmp_path / "leader" / "topic-0", LogConfig(), clock)
     offsets = [produce(leader, seq, n=2).first_offset for seq in range(0, 14, 2)]  # 7 batches of 2
     leader.flush()
     data = b"".join(p.read_bytes() for p in sorted((tmp_path / "leader" / "topic-0").glob("*.log")))
-    follower = PartitionLog(tmp_path / "follower" / "topic-0", LogConfig(), clock)
+    follower = PartitionLog.open(tmp_path / "follower" / "topic-0", LogConfig(), clock)
     follower.append_as_follower(data, [h for _pos, h in iter_batches(data)])
     for seq in range(4, 14, 2):  # the last five batches
         buf, headers = batch(2, producer_id=PID, producer_epoch=0, base_sequence=seq)

@@ -301,11 +301,11 @@ def test_a_failed_barrier_leaves_no_clean_marker(tmp_path, clock, monkeypatch, c
 
 
 def _count_replays(monkeypatch):
-    from odradek.broker.log import partition_log
+    from odradek.broker.log import loader
     replayed: list[str] = []
-    real = partition_log.PartitionLog._iter_headers_from
-    monkeypatch.setattr(partition_log.PartitionLog, "_iter_headers_from",
-                        lambda self, offset: (replayed.append(self.name), real(self, offset))[1])
+    real = loader._headers_from
+    monkeypatch.setattr(loader, "_headers_from", lambda segments, offset: (
+        replayed.append(segments[0].log_path.parent.name), real(segments, offset))[1])
     return replayed
 
 

@@ -13,7 +13,7 @@ from odradek.broker.topic_config import LogConfig
 
 
 def _logs(tmp_path, clock, files, count):
-    return [PartitionLog(tmp_path / f"t-{i}", LogConfig(), clock, files=files) for i in range(count)]
+    return [PartitionLog.open(tmp_path / f"t-{i}", LogConfig(), clock, files=files) for i in range(count)]
 
 
 def test_many_logs_share_a_few_descriptors_and_lose_nothing(tmp_path, clock):

@@ -288,7 +288,7 @@ def _abandon(log: PartitionLog) -> None:
 
 
 def _reopen(tmp_path: Path, clock, **kwargs: object) -> PartitionLog:
-    return PartitionLog(tmp_path / "topic-0", LogConfig(), clock, **kwargs)  # type: ignore[arg-type]
+    return PartitionLog.open(tmp_path / "topic-0", LogConfig(), clock, **kwargs)  # type: ignore[arg-type]
 
 
 def test_clean_restart_keeps_the_open_transaction_and_the_coordinator_epoch(open_log, tmp_path, clock) -> None:
@@ -405,7 +405,7 @@ def test_follower_rebuilds_the_same_state_from_replicated_batches(open_log, tmp_
     a.end(commit=False)
     b.send(1)
     data = leader.read(0, 1 << 20).buffers[0].tobytes()
-    follower = PartitionLog(tmp_path / "topic-1", LogConfig(), clock)
+    follower = PartitionLog.open(tmp_path / "topic-1", LogConfig(), clock)
     follower.append_as_follower(bytearray(data), [h for _, h in iter_batches(data)])
     assert (follower.directory / f"{0:020d}.txnindex").read_bytes() == txnindex_bytes(leader)
     assert follower.producer_state.ongoing_transaction(B) == 2

@@ -122,7 +122,7 @@ def test_a_producers_last_batch_is_kept_empty_to_keep_its_state(open_log, clock,
     LogCleaner(clock).clean(log, log.segments[:-1], T0)
     assert batches(log)[:2] == [(0, A, False, []), (1, A, True, [(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00")])]
     log.close()
-    reopened = PartitionLog(log.directory, CONFIG, clock, recovery_point=0)
+    reopened = PartitionLog.open(log.directory, CONFIG, clock, recovery_point=0)
     entry = {e.producer_id: e for e in reopened.producer_state.entries()}[A]
     assert (entry.producer_epoch, entry.last_sequence, entry.current_txn_first_offset) == (0, 0, -1)
     reopened.close()

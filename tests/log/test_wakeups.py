@@ -98,7 +98,8 @@ def test_a_parked_consumer_fetch_wakes_when_a_follower_fetch_alone_moves_the_hw(
 def test_one_partition_of_a_multi_partition_fetch_wakes_the_whole_request(open_log, clock, tmp_path: Path):
     async def main() -> None:
         first, _ = leader(open_log, clock, [1])
-        other = Partition("other", 0, PartitionLog(tmp_path / "other-0", LogConfig(), clock), broker_id=1, clock=clock)
+        other = Partition("other", 0, PartitionLog.open(tmp_path / "other-0", LogConfig(), clock), broker_id=1,
+                          clock=clock)
         other.make_leader(leader_epoch=0, replicas=[1], isr=[1])
         fetch = parked(first, other, consumer=True)
         append(other, 1)  # RF 1: the append moves the HW at once

@@ -7,7 +7,8 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient, NewTopic
 from scrape import get_json, metrics_urls, total, wait_for
 
-from odradek.cli_cluster import alter_reassignments, controller_connection
+from kafka_clients import opened
+from odradek.cli.cluster import alter_reassignments, controller_connection
 from odradek.errors import ErrorCode
 from odradek.testing import ThreadedCluster
 
@@ -18,7 +19,7 @@ def test_offline_partitions_and_a_stuck_reassignment_seen_from_a_non_controller(
     cluster = observed_cluster
     controller = cluster.wait_for_controller()
     serving, victim = [b for b in cluster.broker_ids if b != controller][:2]
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
     futures = admin.create_topics([NewTopic("solo", num_partitions=1, replica_assignment=[[victim]]),
                                    NewTopic("moving", num_partitions=1, replica_assignment=[[serving]])])
     for future in futures.values():

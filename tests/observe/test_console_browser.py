@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from scrape import wait_for
 
+from kafka_clients import opened
 from odradek.testing import ThreadedCluster
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -76,14 +77,14 @@ def test_console_shows_a_broker_dying_and_its_leaders_moving(
     observed_cluster: ThreadedCluster, browser: webdriver.Chrome, tmp_path: Path,
 ) -> None:
     cluster = observed_cluster
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
     admin.create_topics([NewTopic("orders", 3, 3)])["orders"].result(30)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    producer = opened(Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"}))
     for i in range(60):
         producer.produce("orders", value=b"o%d" % i, partition=i % 3)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "shipping",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "shipping",
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
     try:
         consumer.subscribe(["orders"])
         got = 0

@@ -11,6 +11,7 @@ from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient, NewTopic
 from scrape import metrics_urls, scrape, total, value, wait_for
 
+from kafka_clients import opened
 from odradek.testing import ThreadedCluster
 
 ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
@@ -20,12 +21,12 @@ LAG = "kafka_consumergroup_lag"
 
 
 def _create(cluster: ThreadedCluster, topic: str, partitions: int = 3) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
     admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
 
 
 def _produce(cluster: ThreadedCluster, topic: str, counts: dict[int, int]) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    producer = opened(Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5}))
     for partition, n in counts.items():
         for i in range(n):
             producer.produce(topic, value=b"v%d" % i, partition=partition)
@@ -81,8 +82,8 @@ def test_consumer_group_lag_matches_what_a_consumer_left_behind(observed_cluster
     produced = {0: 40, 1: 25, 2: 10}
     _produce(observed_cluster, "events", produced)
     consumed = {0: 15, 1: 25, 2: 0}  # what the consumer reads (and commits) of each partition
-    consumer = Consumer({"bootstrap.servers": observed_cluster.bootstrap, "group.id": "billing",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({"bootstrap.servers": observed_cluster.bootstrap, "group.id": "billing",
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
     try:
         consumer.assign([KafkaTP("events", p, 0) for p in consumed if consumed[p]])
         seen = {p: 0 for p in consumed}

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from odradek.cli_assign import assign
+from odradek.cli.assign import assign
 from odradek.placement import BrokerMetadata, assign_replicas_to_brokers
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from odradek.controller.requests import (
+from odradek.protocol.controller_requests import (
     CONTROLLED_SHUTDOWN,
     LEADER_AND_ISR,
     STOP_REPLICA,

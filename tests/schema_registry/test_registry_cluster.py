@@ -22,6 +22,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.schema_registry.server import SchemaRegistry
 from odradek.testing import ThreadedCluster
 
@@ -41,10 +42,11 @@ message User { string name = 1; int32 age = 2; google.protobuf.Timestamp joined 
 
 def _round_trip(bootstrap: str, topic: str, serializer: Any, deserializer: Any, value: Any) -> Any:
     ctx = SerializationContext(topic, MessageField.VALUE)
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = opened(Producer({"bootstrap.servers": bootstrap}))
     producer.produce(topic, value=serializer(value, ctx))
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                                "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     try:
         msg = wait_for(lambda: consumer.poll(0.5), 60, what=f"a record on {topic}")

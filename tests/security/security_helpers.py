@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from brokers import peer_closed
+from kafka_clients import opened
 from odradek.protocol.entities import decode_entity, encode_entity, entity_schemas
 from odradek.protocol.wire import request_header
 
@@ -93,7 +94,7 @@ def sasl_connection(address: str) -> RawSasl:
 def assert_refused(conf: dict[str, object]) -> None:
     """librdkafka reports a refused authentication through the error callback, served by poll."""
     errors: list[KafkaError] = []
-    producer = Producer({**conf, "error_cb": errors.append})
+    producer = opened(Producer({**conf, "error_cb": errors.append}))
     deadline = time.monotonic() + 20
     while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
         producer.poll(0.2)

@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafka_clients import opened
 from odradek.security.acl import Operation
 from odradek.security.acl import ResourceType as RT
 from odradek.testing import FAST_TEST_OVERRIDES, ThreadedCluster
@@ -28,7 +29,7 @@ TIMEOUT = 30
 
 
 def _admin(cluster: ThreadedCluster) -> AdminClient:
-    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
 
 
 def _binding(name: str, principal: str, op: AclOperation, *, pattern: ResourcePatternType = ResourcePatternType.LITERAL,
@@ -104,7 +105,7 @@ def test_an_acl_made_through_one_broker_is_enforced_by_the_other(secured: Thread
             "User:dave", "127.0.0.1", Operation.READ, RT.TOPIC, "shared"))
 
     assert not decide(1)
-    admin = AdminClient({"bootstrap.servers": secured.bootstrap.split(",")[0]})
+    admin = opened(AdminClient({"bootstrap.servers": secured.bootstrap.split(",")[0]}))
     for future in admin.create_acls([_binding("shared", "User:dave", AclOperation.READ)],
                                     request_timeout=TIMEOUT).values():
         future.result()

@@ -28,8 +28,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.controller import requests as creq
+from kafka_clients import opened
 from odradek.errors import ErrorCode
+from odradek.protocol import controller_requests as creq
 from odradek.protocol.records import encode_batch
 from odradek.testing import ThreadedCluster
 
@@ -44,7 +45,7 @@ LIT, PFX = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 
 @pytest.fixture(scope="module")
 def cluster(secured: ThreadedCluster) -> Iterator[ThreadedCluster]:
-    admin = AdminClient({"bootstrap.servers": secured.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": secured.bootstrap}))
     for f in admin.create_topics([NewTopic(t, 1, 2) for t in ("orders", "public", "secret", "pfx-a")]).values():
         f.result(30)
     allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
@@ -287,7 +288,7 @@ def test_controller_requests_need_cluster_action(cluster: ThreadedCluster) -> No
 
 def test_a_new_acl_takes_effect_at_once(cluster: ThreadedCluster) -> None:
     assert _fetch(cluster, "User:erin", "secret") == TOPIC_DENIED  # the denial is cached now
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
     erin = AclBinding(ResourceType.TOPIC, "secret", LIT, "User:erin", "*", AclOperation.READ, AclPermissionType.ALLOW)
     for f in admin.create_acls([erin], request_timeout=30).values():
         f.result()

@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from security_helpers import PLAIN_JAAS
 
+from kafka_clients import opened
 from odradek.testing import FAST_TEST_OVERRIDES, ThreadedCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -48,7 +49,7 @@ def test_brokers_in_super_users_replicate_and_anonymous_may_not(cluster: Threade
     sasl = {"bootstrap.servers": cluster.call(on("SASL_PLAINTEXT")), "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"}
     topic = f"rep-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(sasl)
+    admin = opened(AdminClient(sasl))
     admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(30)
 
     def full_isr() -> bool:
@@ -58,12 +59,12 @@ def test_brokers_in_super_users_replicate_and_anonymous_may_not(cluster: Threade
 
     wait_for(full_isr, 30)
     outcome: list[KafkaError | None] = []
-    producer = Producer({**sasl, "acks": "all", "message.timeout.ms": 30000})
+    producer = opened(Producer({**sasl, "acks": "all", "message.timeout.ms": 30000}))
     producer.produce(topic, b"replicated", on_delivery=lambda err, _msg: outcome.append(err))
     producer.flush(40)
     assert outcome == [None]  # min.insync.replicas=2: the follower (a super user) fetched it
 
-    anonymous = Producer({"bootstrap.servers": cluster.call(on("PLAINTEXT")), "message.timeout.ms": 10000})
+    anonymous = opened(Producer({"bootstrap.servers": cluster.call(on("PLAINTEXT")), "message.timeout.ms": 10000}))
     refused: list[KafkaError | None] = []
     anonymous.produce(topic, b"x", on_delivery=lambda err, _msg: refused.append(err))
     anonymous.flush(20)

@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafka_clients import opened
 from odradek.testing import FAST_TEST_OVERRIDES, ThreadedCluster
 
 ANON = "User:ANONYMOUS"
@@ -43,7 +44,7 @@ def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedClus
                  "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "1"}
     cluster = ThreadedCluster(1, Path(tmp_path_factory.mktemp("anon")) / "c", overrides=overrides).start()
     try:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
         acls = [
             AclBinding(ResourceType.BROKER, "kafka-cluster", LIT, ANON, "*", AclOperation.ALL, ALLOW),
             AclBinding(ResourceType.TOPIC, "open", LIT, "User:*", "*", AclOperation.ALL, ALLOW),
@@ -68,7 +69,7 @@ def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedClus
 
 def _produce(bootstrap: str, topic: str) -> KafkaError | None:
     outcome: list[KafkaError | None] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000}))
     producer.produce(topic, b"v", on_delivery=lambda err, _msg: outcome.append(err))
     producer.flush(20)
     assert outcome, "no delivery report"
@@ -85,7 +86,7 @@ def test_confluent_producer(anonymous: ThreadedCluster) -> None:
 
 
 def test_metadata_hides_topics_anonymous_may_not_describe(anonymous: ThreadedCluster) -> None:
-    admin = AdminClient({"bootstrap.servers": anonymous.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": anonymous.bootstrap}))
     listed = set(admin.list_topics(timeout=20).topics)
     # "denied": the ALLOW All implies Describe and the DENY is on Write only
     assert {"open", "free", "denied"} <= listed
@@ -93,8 +94,8 @@ def test_metadata_hides_topics_anonymous_may_not_describe(anonymous: ThreadedClu
 
 
 def _consume(bootstrap: str, topic: str, group: str) -> KafkaError | bytes:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False}))
     try:
         consumer.subscribe([topic])
         for _ in range(40):

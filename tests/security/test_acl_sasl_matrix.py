@@ -29,6 +29,7 @@ from confluent_kafka.admin import (
 )
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -53,7 +54,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "--override", "transaction.state.log.num.partitions=2",
     ])
     b.start()
-    admin = AdminClient(conf(b, "admin"))
+    admin = opened(AdminClient(conf(b, "admin")))
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in ("orders", "shared", "secret", "team-1")]).values():
         f.result(30)
     acls = [
@@ -69,7 +70,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     ]
     for f in admin.create_acls(acls, request_timeout=30).values():
         f.result()
-    producer = Producer(conf(b, "admin"))
+    producer = opened(Producer(conf(b, "admin")))
     for topic in ("orders", "shared", "secret"):
         producer.produce(topic, b"seed")
     assert producer.flush(30) == 0
@@ -89,7 +90,7 @@ def kp_conf(broker: BrokerProcess, user: str) -> dict[str, Any]:
 
 def produce(broker: BrokerProcess, user: str, topic: str) -> KafkaError | None:
     outcome: list[KafkaError | None] = []
-    producer = Producer({**conf(broker, user), "message.timeout.ms": 10000})
+    producer = opened(Producer({**conf(broker, user), "message.timeout.ms": 10000}))
     producer.produce(topic, b"v", on_delivery=lambda err, _msg: outcome.append(err))
     producer.flush(20)
     assert outcome, "no delivery report"
@@ -98,8 +99,8 @@ def produce(broker: BrokerProcess, user: str, topic: str) -> KafkaError | None:
 
 def consume(broker: BrokerProcess, user: str, topic: str, group: str) -> bytes | int:
     """The first record, or the authorization error code the consumer got."""
-    consumer = Consumer({**conf(broker, user), "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = opened(Consumer({**conf(broker, user), "group.id": group, "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False}))
     try:
         consumer.subscribe([topic])
         deadline = time.monotonic() + 30
@@ -128,7 +129,7 @@ def test_produce(broker: BrokerProcess) -> None:
 
 def test_consume_groups_and_offsets(broker: BrokerProcess) -> None:
     assert consume(broker, "alice", "orders", "g-alice") == b"seed"
-    consumer = Consumer({**conf(broker, "alice"), "group.id": "g-alice"})
+    consumer = opened(Consumer({**conf(broker, "alice"), "group.id": "g-alice"}))
     try:
         [committed] = consumer.committed([TopicPartition("orders", 0)], timeout=20)
         assert committed.offset == 1
@@ -142,7 +143,7 @@ def test_consume_groups_and_offsets(broker: BrokerProcess) -> None:
 
 def test_metadata_hides_topics(broker: BrokerProcess) -> None:
     def visible(user: str) -> set[str]:
-        admin = AdminClient(conf(broker, user))
+        admin = opened(AdminClient(conf(broker, user)))
         return set(admin.list_topics(timeout=20).topics)
 
     assert {"orders", "shared", "team-1"} <= visible("alice") and "secret" not in visible("alice")
@@ -151,26 +152,26 @@ def test_metadata_hides_topics(broker: BrokerProcess) -> None:
 
 
 def test_admin(broker: BrokerProcess) -> None:
-    alice = AdminClient(conf(broker, "alice"))
+    alice = opened(AdminClient(conf(broker, "alice")))
     topic = f"team-{uuid.uuid4().hex[:6]}"
     alice.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)  # CREATE on the prefix
     with pytest.raises(KafkaException) as refused:
         alice.create_topics([NewTopic("elsewhere", 1, 1)])["elsewhere"].result(30)
     assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     binding = AclBinding(ResourceType.TOPIC, "orders", LIT, "User:bob", "*", AclOperation.READ, ALLOW)
-    bob = AdminClient(conf(broker, "bob"))
+    bob = opened(AdminClient(conf(broker, "bob")))
     with pytest.raises(KafkaException) as refused:
         bob.create_acls([binding], request_timeout=30)[binding].result()
     assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
 
 def test_transactions(broker: BrokerProcess) -> None:
-    producer = Producer({**conf(broker, "alice"), "transactional.id": "tx-alice"})
+    producer = opened(Producer({**conf(broker, "alice"), "transactional.id": "tx-alice"}))
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce("orders", b"in-txn")
     producer.commit_transaction(30)
-    thief = Producer({**conf(broker, "bob"), "transactional.id": "tx-alice"})
+    thief = opened(Producer({**conf(broker, "bob"), "transactional.id": "tx-alice"}))
     with pytest.raises(KafkaException) as refused:
         thief.init_transactions(30)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -201,14 +202,14 @@ def test_kafka_python(broker: BrokerProcess) -> None:
 
 def test_idempotent_producers_need_write_somewhere(broker: BrokerProcess) -> None:
     outcome: list[KafkaError | None] = []
-    alice = Producer({**conf(broker, "alice"), "enable.idempotence": True})
+    alice = opened(Producer({**conf(broker, "alice"), "enable.idempotence": True}))
     alice.produce("orders", b"idem", on_delivery=lambda err, _msg: outcome.append(err))
     alice.flush(30)
     assert outcome == [None]  # WRITE on a topic is enough for a producer id (KIP-679)
     # bob may describe "shared" (User:* READ) but write nowhere: no producer id for him
     errors: list[KafkaError | None] = []
-    bob = Producer({**conf(broker, "bob"), "enable.idempotence": True, "message.timeout.ms": 10000,
-                    "error_cb": lambda err: errors.append(err)})
+    bob = opened(Producer({**conf(broker, "bob"), "enable.idempotence": True, "message.timeout.ms": 10000,
+                           "error_cb": lambda err: errors.append(err)}))
     bob.produce("shared", b"idem")
     try:
         bob.flush(20)
@@ -237,7 +238,7 @@ def test_acls_cli_over_sasl(broker: BrokerProcess, tmp_path: Any) -> None:
     assert "(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)" in added.stdout
     refused = acls("bob", "--add", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "orders")
     assert refused.exit_code != 0 and "CLUSTER_AUTHORIZATION_FAILED" in refused.output
-    bob = AdminClient(conf(broker, "bob"))
+    bob = opened(AdminClient(conf(broker, "bob")))
     assert "orders" in set(bob.list_topics(timeout=20).topics)  # DESCRIBE for bob: he sees the topic now
     removed = acls("admin", "--remove", "--force", "--allow-principal", "User:bob", "--operation", "Describe",
                    "--topic", "orders")

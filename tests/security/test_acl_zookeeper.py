@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
+from kafka_clients import opened
 from odradek.coordination.localzk import LocalZooKeeper
 
 pytestmark = pytest.mark.zookeeper
@@ -79,7 +80,7 @@ def zk_brokers(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
 
 def _produce(bootstrap: str, topic: str) -> KafkaError | None:
     outcome: list[KafkaError | None] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000}))
     producer.produce(topic, b"v", on_delivery=lambda err, _msg: outcome.append(err))
     producer.flush(20)
     return outcome[0] if outcome else KafkaError(KafkaError._MSG_TIMED_OUT)
@@ -87,7 +88,7 @@ def _produce(bootstrap: str, topic: str) -> KafkaError | None:
 
 def test_acls_through_zookeeper(zk_brokers: tuple[str, list[str]]) -> None:
     hosts, (first, second) = zk_brokers
-    admin = AdminClient({"bootstrap.servers": first})
+    admin = opened(AdminClient({"bootstrap.servers": first}))
     admin.create_topics([NewTopic("zk-closed", 1, 1)])["zk-closed"].result(30)
     wait_for(lambda: _produce(second, "zk-closed") is None, 30)  # open: no ACL at all yet
     acls = [

@@ -12,6 +12,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafka_clients import opened
 from odradek.cli import main
 from odradek.testing import ThreadedCluster
 
@@ -22,7 +23,7 @@ def acls(*args: str, input: str | None = None) -> Result:
 
 def stored(bootstrap: str, name: str) -> set[tuple[str, str, str, str, str]]:
     """The ACLs on resources named ``name``, as an admin client reads them back (not through the tool)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     flt = AclBindingFilter(ResourceType.ANY, name, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                            AclPermissionType.ANY)
     return {(b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name)

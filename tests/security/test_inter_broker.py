@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from security_helpers import PLAIN_JAAS
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.security.broker_client import AuthenticationFailed, OutgoingSecurity, open_broker_connection
 from odradek.security.scram import make_credential
 from odradek.security.scram_store import alter_credentials
@@ -48,14 +49,15 @@ def _overrides(mechanism: str) -> dict[str, str]:
 def _replicates(cluster: ThreadedCluster) -> None:
     bootstrap = cluster.call(_bootstrap_on(cluster, "PLAINTEXT"))
     topic = f"rep-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30000})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30000}))
     for i in range(20):
         producer.produce(topic, f"v{i}".encode(), partition=i % 2)
     assert producer.flush(60) == 0
     wait_for(lambda: _full_isr(cluster, topic), 30, what="every broker in the ISR of both partitions")
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                                "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     got = set()
     deadline = time.monotonic() + 60

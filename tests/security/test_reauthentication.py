@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from security_helpers import PLAIN_JAAS, plain_token, sasl_connection
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(120)
@@ -39,8 +40,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 def test_confluent_kafka_reauthenticates_and_keeps_producing(broker: BrokerProcess) -> None:
     topic = f"reauth-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": broker.listeners["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"})
+    producer = opened(Producer({"bootstrap.servers": broker.listeners["SASL_PLAINTEXT"],
+                                "security.protocol": "SASL_PLAINTEXT",
+                                "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}))
     producer.produce(topic, b"before")
     assert producer.flush(30) == 0
     wait_for(lambda: "re-authenticated as User:alice" in broker.log_text(), 30, what="a re-authentication")

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, Producer
 from security_helpers import PLAIN_JAAS, assert_refused, plain_token, sasl_connection
 
 from brokers import BrokerProcess, peer_closed, wait_for
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.protocol.entities import entity_schemas
@@ -54,11 +55,11 @@ def test_ready_file_lists_every_listener(broker: BrokerProcess) -> None:
 def test_confluent_kafka_produces_consumes_and_joins_a_group_over_sasl_plain(broker: BrokerProcess) -> None:
     topic, group = f"plain-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     conf = _sasl_conf(broker, "alice", "alice-secret")
-    producer = Producer(conf)
+    producer = opened(Producer(conf))
     for i in range(5):
         producer.produce(topic, f"m{i}".encode())
     assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + 60

@@ -10,6 +10,7 @@ from confluent_kafka import Producer, ThrottleEvent
 from security_helpers import PLAIN_JAAS
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek import admin
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
@@ -40,9 +41,11 @@ def _throttled_after(broker: BrokerProcess, user: str, password: str, limit: int
         if event.throttle_time > 0:
             throttles.append(event.throttle_time)
 
-    producer = Producer({"bootstrap.servers": broker.listeners["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
-                         "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password,
-                         "client.id": "shared-app", "linger.ms": 5, "batch.size": 16_384, "throttle_cb": throttled})
+    producer = opened(Producer({"bootstrap.servers": broker.listeners["SASL_PLAINTEXT"],
+                                "security.protocol": "SASL_PLAINTEXT",
+                                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password,
+                                "client.id": "shared-app", "linger.ms": 5, "batch.size": 16_384,
+                                "throttle_cb": throttled}))
     sent = 0
     while not throttles and sent < limit:
         producer.produce("quota-topic", b"x" * 1000)

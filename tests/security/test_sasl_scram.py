@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Producer
 from security_helpers import PLAIN_JAAS, assert_refused, sasl_connection
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.errors import ErrorCode
 from odradek.security.scram import ScramClient
 
@@ -70,11 +71,11 @@ def test_describe_shows_mechanisms_and_iterations(broker: BrokerProcess) -> None
 def test_confluent_kafka_over_scram(broker: BrokerProcess, mechanism: str) -> None:
     topic, group = f"scram-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     conf = _conf(broker, mechanism)
-    producer = Producer(conf)
+    producer = opened(Producer(conf))
     for i in range(4):
         producer.produce(topic, f"s{i}".encode())
     assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + 60

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tls_certs import TestPki
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.coordination.zookeeper import ZooKeeperBackend
 from odradek.security.scram import make_credential
@@ -107,7 +108,7 @@ def test_three_brokers_with_only_sasl_ssl_listeners_work_end_to_end(sasl_ssl_clu
     client = {"bootstrap.servers": sasl_ssl_cluster, "security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM,
               "sasl.username": "alice", "sasl.password": "alice-secret", "ssl.ca.location": str(pki.ca.cert)}
     topic = f"secure-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(client)
+    admin = opened(AdminClient(client))
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(60)
 
     def fully_replicated() -> bool:
@@ -115,12 +116,12 @@ def test_three_brokers_with_only_sasl_ssl_listeners_work_end_to_end(sasl_ssl_clu
         return len(parts) == 3 and all(sorted(p.isrs) == [0, 1, 2] and p.leader >= 0 for p in parts.values())
 
     wait_for(fully_replicated, 60, interval=0.5, what="three partitions led, each with all three in the ISR")
-    producer = Producer({**client, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 60000})
+    producer = opened(Producer({**client, "acks": "all", "enable.idempotence": True, "message.timeout.ms": 60000}))
     values = [f"v{i}".encode() for i in range(30)]
     for i, v in enumerate(values):
         producer.produce(topic, v, partition=i % 3)
     assert producer.flush(90) == 0
-    consumer = Consumer({**client, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    consumer = opened(Consumer({**client, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}))
     consumer.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + 90

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 
 
 def test_describe_configs_shows_defaults_and_hides_secrets(broker_factory: Callable[..., BrokerProcess]) -> None:
     broker = broker_factory("--override", "ssl.key.password=very-secret", "--override", "max.connections.per.ip=50")
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     resource = ConfigResource(ConfigResource.Type.BROKER, "0")
     entries = admin.describe_configs([resource])[resource].result(30)
     assert entries["ssl.key.password"].is_sensitive

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from tls_certs import TestPki
 
 from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
 from odradek.testing import ThreadedCluster
 
 pytestmark = pytest.mark.timeout(180)
@@ -90,7 +91,7 @@ def test_mutual_tls_names_the_client_by_its_certificate(pki: TestPki, tmp_path: 
         alice = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(pki.ca.cert),
                  "ssl.certificate.location": str(pki.alice.cert), "ssl.key.location": str(pki.alice.key)}
         topic = f"mtls-{uuid.uuid4().hex[:8]}"
-        producer = Producer({**alice, "acks": "all"})
+        producer = opened(Producer({**alice, "acks": "all"}))
         for i in range(5):
             producer.produce(topic, f"m{i}".encode())
         assert producer.flush(30) == 0
@@ -99,7 +100,7 @@ def test_mutual_tls_names_the_client_by_its_certificate(pki: TestPki, tmp_path: 
         # the broker reaches itself (its controller) with its own certificate, named by the DEFAULT rule
         assert "User:CN=localhost,O=acme" in principals, principals
 
-        consumer = Consumer({**alice, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+        consumer = opened(Consumer({**alice, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"}))
         consumer.subscribe([topic])
         got: list[bytes] = []
         deadline = time.monotonic() + 30
@@ -112,8 +113,8 @@ def test_mutual_tls_names_the_client_by_its_certificate(pki: TestPki, tmp_path: 
 
         # no client certificate: the handshake fails (ssl.client.auth=required) and the client says so
         errors: list[KafkaError] = []
-        anonymous = Producer({"bootstrap.servers": bootstrap, "security.protocol": "SSL",
-                              "ssl.ca.location": str(pki.ca.cert), "error_cb": errors.append})
+        anonymous = opened(Producer({"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+                                     "ssl.ca.location": str(pki.ca.cert), "error_cb": errors.append}))
         deadline = time.monotonic() + 20
         while not errors and time.monotonic() < deadline:
             anonymous.poll(0.2)

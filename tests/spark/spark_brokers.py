@@ -20,6 +20,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafka_clients import opened
+
 BROKER_START_TIMEOUT_S = 60.0
 
 
@@ -31,7 +33,7 @@ class Broker:
     data_dir: str
 
     def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap})
+        return opened(AdminClient({"bootstrap.servers": self.bootstrap}))
 
     def create_topic(self, partitions: int = 1, name: str | None = None) -> str:
         topic = name or f"t-{uuid.uuid4().hex[:10]}"
@@ -44,7 +46,7 @@ class Broker:
 
     def produce(self, topic: str, records: list[dict], **config: object) -> None:
         """Produce dicts with value/key/partition/headers/timestamp; acks=all, fails on any delivery error."""
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 5, **config})
+        producer = opened(Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 5, **config}))
         errors: list[object] = []
         for r in records:
             kwargs = {k: v for k, v in r.items() if v is not None}

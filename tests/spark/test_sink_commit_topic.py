@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from kafka_clients import opened
+
 pytest.importorskip("pyspark")
 
 from odradek.spark.options import parse_sink_options
@@ -39,7 +41,7 @@ def _leader_and_replicas(admin: AdminClient, topic: str) -> tuple[int, list[int]
 def test_marker_topic_is_replicated_and_survives_its_leaders_death(cluster: ThreadedCluster) -> None:
     opts = parse_sink_options({"kafka.bootstrap.servers": cluster.bootstrap_servers, "topic": "out"})
     topic = commit_topic(opts, "query-1")
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap_servers}))
 
     assert last_committed_batch(opts, topic) is None  # what a task of the first micro-batch does first
     leader, replicas = _leader_and_replicas(admin, topic)

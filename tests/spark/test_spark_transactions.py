@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from spark_brokers import Broker
 
+from kafka_clients import opened
 from odradek.protocol.records import build_control_batch, encode_batch
 from odradek.spark.options import OptionError, parse_sink_options, parse_source_options
 from odradek.spark.recordbatch import control_type, drop_aborted, split_batches
@@ -68,7 +69,7 @@ def test_isolation_and_transactional_options() -> None:
 
 def _transaction(broker: Broker, topic: str, values: list[bytes], *, commit: bool | None, tid: str) -> Producer:
     """Commit, abort, or (None) leave the transaction open."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid, "linger.ms": 5})
+    producer = opened(Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid, "linger.ms": 5}))
     producer.init_transactions(60)
     producer.begin_transaction()
     for i, v in enumerate(values):

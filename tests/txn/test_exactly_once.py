@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.placement.java import coordinator_partition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
@@ -58,19 +59,19 @@ class Processor:
         self.transactions = 0
         self.aborted = 0
         self.failure: BaseException | None = None
-        self.consumer = Consumer({
+        self.consumer = opened(Consumer({
             "bootstrap.servers": bootstrap, "group.id": GROUP, "isolation.level": "read_committed",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000,
-        })
+        }))
         self.partitions = [TopicPartition(INPUT, p) for p in range(PARTITIONS)]
         self.consumer.assign(self.partitions)
         self.producer = self._producer()
 
     def _producer(self) -> Producer:
-        producer = Producer({
+        producer = opened(Producer({
             "bootstrap.servers": self.bootstrap, "transactional.id": TXN_ID, "linger.ms": 5,
             "transaction.timeout.ms": 30000, "topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
-        })
+        }))
         _retry(lambda: producer.init_transactions(30))
         return producer
 
@@ -166,7 +167,8 @@ def _retry(call: Callable[[], Any], timeout_s: float = 60.0) -> Any:
 
 def _caught_up(bootstrap: str, ends: dict[int, int]) -> bool:
     """The group's committed offsets (asked with require_stable, as read_committed does) are at the input's end."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "isolation.level": "read_committed"})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP,
+                                "isolation.level": "read_committed"}))
     try:
         committed = _retry(lambda: consumer.committed([TopicPartition(INPUT, p) for p in ends], timeout=30))
         return all(tp.offset == ends[tp.partition] for tp in committed)
@@ -175,17 +177,18 @@ def _caught_up(bootstrap: str, ends: dict[int, int]) -> bool:
 
 
 def _produce_input(bootstrap: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                "linger.ms": 5}))
     for i in range(RECORDS):
         producer.produce(INPUT, key=b"%d" % i, value=b"order-%05d" % i, partition=i % PARTITIONS)
     assert producer.flush(60) == 0
 
 
 def _read_output(bootstrap: str) -> list[bytes]:
-    consumer = Consumer({
+    consumer = opened(Consumer({
         "bootstrap.servers": bootstrap, "group.id": "verifier", "isolation.level": "read_committed",
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })
+    }))
     consumer.assign([TopicPartition(OUTPUT, p, 0) for p in range(PARTITIONS)])
     values: list[bytes] = []
     deadline = time.monotonic() + 30

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from txn_requests import add_partitions, call, end_txn, init, nested, produce_txn, wait_for_state
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode as E
 
@@ -21,7 +22,7 @@ TOPIC = "bad-txn"
 
 @pytest.fixture
 def conn(broker: BrokerProcess) -> Iterator[KafkaConnection]:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
     with KafkaConnection(broker.bootstrap) as c:
         found = call(c, 10, 3, key="warm-up", key_type=1)  # creates __transaction_state

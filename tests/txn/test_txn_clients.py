@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import BrokerProcess
+from kafka_clients import opened
 
 PARTITIONS = 2
 SENTINEL = b"sentinel"
@@ -32,15 +33,15 @@ def txn_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
 
 def new_topic(bootstrap: str) -> str:
     topic = "txn-" + uuid.uuid4().hex[:8]
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future is done
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))  # kept alive until the future is done
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
     return topic
 
 
 def read_until_sentinels(bootstrap: str, topic: str, isolation: str, timeout_s: float = 30.0) -> list[bytes]:
     """Every value before the sentinels, in partition order, as a consumer with ``isolation`` sees them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "r-" + uuid.uuid4().hex[:6],
-                         "isolation.level": isolation, "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "r-" + uuid.uuid4().hex[:6],
+                                "isolation.level": isolation, "enable.auto.commit": False}))
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     seen: list[bytes] = []
     sentinels = 0
@@ -61,7 +62,7 @@ def read_until_sentinels(bootstrap: str, topic: str, isolation: str, timeout_s: 
 
 
 def commit_sentinels(bootstrap: str, topic: str) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "sentinel-" + uuid.uuid4().hex[:6]})
+    p = opened(Producer({"bootstrap.servers": bootstrap, "transactional.id": "sentinel-" + uuid.uuid4().hex[:6]}))
     p.init_transactions(30)
     p.begin_transaction()
     for partition in range(PARTITIONS):
@@ -78,7 +79,7 @@ def check_visibility(bootstrap: str, topic: str, committed: list[bytes], aborted
 def test_confluent_kafka_commit_and_abort(txn_broker: BrokerProcess) -> None:
     bs = txn_broker.bootstrap
     topic = new_topic(bs)
-    p = Producer({"bootstrap.servers": bs, "transactional.id": "ck-" + uuid.uuid4().hex[:6]})
+    p = opened(Producer({"bootstrap.servers": bs, "transactional.id": "ck-" + uuid.uuid4().hex[:6]}))
     p.init_transactions(30)
     committed, aborted = [], []
     for n in range(4):
@@ -146,14 +147,14 @@ def test_second_producer_fences_the_first(txn_broker: BrokerProcess) -> None:
     bs = txn_broker.bootstrap
     topic = new_topic(bs)
     tid = "zombie-" + uuid.uuid4().hex[:6]
-    zombie = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    zombie = opened(Producer({"bootstrap.servers": bs, "transactional.id": tid}))
     zombie.init_transactions(30)
     zombie.begin_transaction()
     for i in range(4):
         zombie.produce(topic, b"zombie%d" % i, partition=i % PARTITIONS)
     zombie.flush(30)
 
-    successor = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    successor = opened(Producer({"bootstrap.servers": bs, "transactional.id": tid}))
     successor.init_transactions(30)  # aborts the zombie's transaction and bumps the epoch
     successor.begin_transaction()
     successor.produce(topic, b"successor", partition=0)
@@ -169,8 +170,8 @@ def test_second_producer_fences_the_first(txn_broker: BrokerProcess) -> None:
 def test_silent_producer_is_aborted_after_its_timeout(txn_broker: BrokerProcess) -> None:
     bs = txn_broker.bootstrap
     topic = new_topic(bs)
-    silent = Producer({"bootstrap.servers": bs, "transactional.id": "silent-" + uuid.uuid4().hex[:6],
-                       "transaction.timeout.ms": 1000})
+    silent = opened(Producer({"bootstrap.servers": bs, "transactional.id": "silent-" + uuid.uuid4().hex[:6],
+                              "transaction.timeout.ms": 1000}))
     silent.init_transactions(30)
     silent.begin_transaction()
     for i in range(4):
@@ -178,7 +179,7 @@ def test_silent_producer_is_aborted_after_its_timeout(txn_broker: BrokerProcess)
     silent.flush(30)
     # ... and nothing more from it: the coordinator aborts its transaction, so the LSO moves past it and later
     # transactions on the same partitions become visible under read_committed
-    later = Producer({"bootstrap.servers": bs, "transactional.id": "later-" + uuid.uuid4().hex[:6]})
+    later = opened(Producer({"bootstrap.servers": bs, "transactional.id": "later-" + uuid.uuid4().hex[:6]}))
     later.init_transactions(30)
     later.begin_transaction()
     for i in range(2):
@@ -195,7 +196,7 @@ def test_transaction_state_survives_a_restart(txn_broker: BrokerProcess) -> None
     bs = txn_broker.bootstrap
     topic = new_topic(bs)
     tid = "restart-" + uuid.uuid4().hex[:6]
-    first = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    first = opened(Producer({"bootstrap.servers": bs, "transactional.id": tid}))
     first.init_transactions(30)
     first.begin_transaction()
     first.produce(topic, b"kept", partition=0)
@@ -206,7 +207,7 @@ def test_transaction_state_survives_a_restart(txn_broker: BrokerProcess) -> None
     first.flush(30)
     txn_broker.restart()
     bs = txn_broker.bootstrap
-    successor = Producer({"bootstrap.servers": bs, "transactional.id": tid})
+    successor = opened(Producer({"bootstrap.servers": bs, "transactional.id": tid}))
     successor.init_transactions(60)
     successor.begin_transaction()
     successor.produce(topic, b"successor", partition=1)

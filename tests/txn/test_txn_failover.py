@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.broker.txn.config import TRANSACTION_STATE_TOPIC
 from odradek.broker.txn.coordinator import partition_for
 
@@ -61,8 +62,8 @@ def cluster(tmp_path: Path) -> Iterator[ThreadedCluster]:
 
 
 def read_committed(bootstrap: str, expected: int, timeout_s: float = 60.0) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check-" + uuid.uuid4().hex[:6],
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "check-" + uuid.uuid4().hex[:6],
+                                "isolation.level": "read_committed", "enable.auto.commit": False}))
     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
     seen: list[bytes] = []
     deadline = time.monotonic() + timeout_s
@@ -82,7 +83,8 @@ def test_new_coordinator_completes_what_its_predecessor_prepared(cluster: Thread
     bootstrap = cluster.bootstrap
     create_replicated_topic(bootstrap, TOPIC, PARTITIONS)
     tid = "failover-" + uuid.uuid4().hex[:6]
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "transaction.timeout.ms": 60000})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "transactional.id": tid,
+                                "transaction.timeout.ms": 60000}))
     producer.init_transactions(60)
     txn_partition = partition_for(tid, 50)
     coordinator = cluster.leader_of(TRANSACTION_STATE_TOPIC, txn_partition)

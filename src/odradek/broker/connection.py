@@ -29,15 +29,15 @@ from odradek.broker.faults import FaultState
 from odradek.broker.link.resent_requests import LARGE_BODY
 from odradek.broker.services import Services
 from odradek.clock import Clock
-from odradek.controller.requests import (
+from odradek.coordination.store import ConnectionLossError, SessionExpiredError
+from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.controller_requests import (
     RequestFormatError,
     decode_request,
     encode_body,
     frame_response,
     parse_request_frame,
 )
-from odradek.coordination.store import ConnectionLossError, SessionExpiredError
-from odradek.errors import ErrorCode, KafkaError
 from odradek.protocol.entities import empty_entity, encode_entity, forbidden_null
 from odradek.protocol.framing import (
     FrameError,

@@ -1,9 +1,12 @@
-"""What a request handler may use: the broker's parts, each by its own narrow interface, never the broker.
+"""What a request handler may use: the broker's parts, never the broker itself.
 
 A handler in :mod:`odradek.broker.apis` reaches the replicas it reads and appends to, the metadata cache, topic
 administration, the group and transaction coordinators, producer ids, client quotas, and (for the controller's APIs)
-the controller or the applier of its requests. The broker builds one :class:`Services` when it starts; nothing in it
-can stop, pause or rewire the broker.
+the controller or the applier of its requests. The broker builds one :class:`Services` when it starts. The parts are
+the concrete classes, not interfaces narrowed to what requests need: nothing but review keeps a handler from calling
+a method meant for the broker (stopping the replica manager, say). What a handler cannot reach is the
+:class:`~odradek.broker.server.Broker` that starts, stops and wires the parts: only ``cluster.py`` and ``runner.py``
+import it (the ``composition-root`` contract in ``pyproject.toml``).
 """
 
 from __future__ import annotations

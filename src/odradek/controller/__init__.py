@@ -23,7 +23,7 @@ controller never closes the session. The API methods raise :class:`~odradek.erro
 ``NOT_CONTROLLER`` on a broker that is not the controller, so the broker's API handlers can answer with that code.
 
 ``transport`` is anything with ``async send(broker_id, endpoint, api_key, body) -> response body``;
-:class:`TcpTransport` is the real one. Requests and their encoding are in :mod:`odradek.controller.requests`.
+:class:`TcpTransport` is the real one. Requests and their encoding are in :mod:`odradek.protocol.controller_requests`.
 
 Config keys read (Kafka's names and defaults): ``unclean.leader.election.enable`` (false; a topic's
 ``/config/topics/{topic}`` overrides it), ``delete.topic.enable`` (true), ``auto.leader.rebalance.enable`` (true),
@@ -35,7 +35,11 @@ allowed), ``controller.socket.timeout.ms`` (30000), ``retry.backoff.ms`` (100), 
 from odradek.controller.channels import ChannelManager, Transport
 from odradek.controller.context import ControllerContext, LeaderIsr, PartitionReplica, ReplicaAssignment
 from odradek.controller.controller import Controller
-from odradek.controller.requests import (
+from odradek.controller.results import PREFERRED, UNCLEAN, PartitionResult, ReassignmentState
+from odradek.controller.states import PartitionState, ReplicaState
+from odradek.controller.transport import TcpTransport, request_controlled_shutdown
+from odradek.controller.zkstore import ControllerMovedError
+from odradek.protocol.controller_requests import (
     CONTROLLED_SHUTDOWN,
     CONTROLLER_API_KEYS,
     LEADER_AND_ISR,
@@ -43,10 +47,6 @@ from odradek.controller.requests import (
     STOP_REPLICA,
     UPDATE_METADATA,
 )
-from odradek.controller.results import PREFERRED, UNCLEAN, PartitionResult, ReassignmentState
-from odradek.controller.states import PartitionState, ReplicaState
-from odradek.controller.transport import TcpTransport, request_controlled_shutdown
-from odradek.controller.zkstore import ControllerMovedError
 
 __all__ = [
     "CONTROLLED_SHUTDOWN",

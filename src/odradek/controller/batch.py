@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.controller.context import ControllerContext, LeaderIsr, ReplicaAssignment, TopicPartition
-from odradek.controller.requests import (
+from odradek.protocol.controller_requests import (
     LEADER_AND_ISR,
     LEADER_DURING_DELETE,
     STOP_REPLICA,

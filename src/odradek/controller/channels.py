@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from odradek.controller.requests import decode_response, encode_body
 from odradek.coordination.znodes import Endpoint
+from odradek.protocol.controller_requests import decode_response, encode_body
 
 __all__ = ["LARGE_REQUEST_PARTITIONS", "ChannelManager", "ResponseCallback", "Transport"]
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 class Transport(Protocol):
     async def send(self, broker_id: int, endpoint: Endpoint, api_key: int, body: bytes) -> bytes:
-        """Send one request body (see :mod:`odradek.controller.requests`) and return the response body."""
+        """Send one request body (see :mod:`odradek.protocol.controller_requests`) and return the response body."""
         ...
 
 

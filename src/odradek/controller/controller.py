@@ -64,7 +64,6 @@ from odradek.controller.machines import PartitionStateMachine, ReplicaStateMachi
 from odradek.controller.plan import Plan
 from odradek.controller.preferred import PreferredElectionManager
 from odradek.controller.reassignment import ReassignmentManager
-from odradek.controller.requests import LEADER_AND_ISR, STOP_REPLICA, StopReplicaRequest
 from odradek.controller.results import PREFERRED, PartitionResult, ReassignmentState
 from odradek.controller.shared import Shared
 from odradek.controller.shutdown import ControlledShutdownManager
@@ -83,6 +82,7 @@ from odradek.coordination.store import (
 )
 from odradek.coordination.znodes import ensure_kafka_layout
 from odradek.errors import ErrorCode, KafkaError
+from odradek.protocol.controller_requests import LEADER_AND_ISR, STOP_REPLICA, StopReplicaRequest
 
 log = logging.getLogger("odradek.controller")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.controller.context import TopicPartition
-from odradek.controller.requests import StopReplicaResponse
+from odradek.protocol.controller_requests import StopReplicaResponse
 
 __all__ = [
     "ApiCall",

@@ -1,4 +1,4 @@
-"""A real TCP transport for the controller's requests, in Kafka's format (:mod:`odradek.controller.requests`).
+"""A real TCP transport for the controller's requests, in Kafka's format (:mod:`odradek.protocol.controller_requests`).
 
 One connection per broker, opened on first use and dropped on any error (the channel retries, and the next send
 reconnects). A connection carries one request at a time: the controller's channel already sends one at a time per
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.controller.requests import (
+from odradek.coordination.znodes import Endpoint
+from odradek.protocol.client import AsyncConnection
+from odradek.protocol.controller_requests import (
     CONTROLLED_SHUTDOWN,
     VERSIONS,
     ControlledShutdownRequest,
@@ -18,8 +20,6 @@ from odradek.controller.requests import (
     decode_response,
     encode_body,
 )
-from odradek.coordination.znodes import Endpoint
-from odradek.protocol.client import AsyncConnection
 from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity, open_broker_connection
 
 __all__ = ["TcpTransport", "request_controlled_shutdown"]

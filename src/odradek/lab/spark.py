@@ -115,9 +115,9 @@ def run_pipeline(base_dir: Path, *, events: int = 20000, seconds: float = 90.0, 
                  say: Any = print) -> bool:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from odradek.demo import _examples
+    from odradek import examples
 
-    clickstream, page_views = _examples()
+    clickstream, page_views = examples.load()
     with Lab(base_dir=base_dir / "lab") as lab:
         say(f"lab: {lab.describe()}")
         admin = AdminClient({"bootstrap.servers": lab.bootstrap})

@@ -11,6 +11,7 @@ from confluent_kafka import Producer
 from tools_support import ACLS, LEADER_ELECTION, REASSIGN, TOPICS, TRANSACTIONS, Output, Pair
 
 from brokers import wait_for
+from kafka_clients import opened
 
 B = ("--bootstrap-server", "{bootstrap}")
 VARYING = ("TransactionDurationMs", "ProducerId")
@@ -33,7 +34,7 @@ def test_leader_election(pair: Pair, topic: str) -> None:
 
 
 def _transactional_writes(bootstrap: str, topic: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"}))
     producer.init_transactions(60)
     producer.begin_transaction()
     producer.produce(topic, key=b"k", value=b"v")

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tools_support import DUMP_LOG, Pair
 
+from kafka_clients import opened
 from odradek.apache_kafka import KAFKA_3, run_tool
 
 SEGMENT_FILES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
@@ -20,24 +21,25 @@ SEGMENT_FILES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 
 def _traffic(bootstrap: str, topic: str) -> None:
     """Rolled segments with index entries, an aborted and a committed transaction, and a group's commit."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
     admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "2048", "index.interval.bytes": "256"})
                          ])[topic].result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "linger.ms": 0}))
     for i in range(120):
         producer.produce(topic, key=f"k{i % 7}".encode(), value=f"value-{i:04d}-{'x' * 20}".encode())
         if i % 10 == 9:
             producer.flush(30)
     assert producer.flush(30) == 0
-    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"})
+    txn = opened(Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-{topic}"}))
     txn.init_transactions(60)
     for commit in (False, True):
         txn.begin_transaction()
         txn.produce(topic, key=b"t", value=b"in a transaction")
         txn.flush(30)
         (txn.commit_transaction if commit else txn.abort_transaction)(60)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                                "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                "isolation.level": "read_committed"}))
     consumer.subscribe([topic])
     seen = 0
     while seen < 121:

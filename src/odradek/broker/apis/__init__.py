@@ -8,9 +8,10 @@ Each module opens with a docstring naming the versions it serves and how it beha
 
 ``request`` is the kio dataclass decoded for ``ctx.api_version``. ``handle`` returns either a kio response entity of
 that same version (``ctx.response_class`` / nested classes from ``ctx.response_module``; :func:`fit` drops fields
-the version lacks, so one code path serves every version), or an :class:`Encoded` body for hand-written hot-path
-encoders. Raising :class:`odradek.errors.KafkaError` is for request-wide failures; per-partition errors belong in the
-response. Any other exception is logged and the connection is closed, never the broker.
+the version lacks, so one code path serves every version, and refuses a name no version has), or an
+:class:`Encoded` body for hand-written hot-path encoders. Raising :class:`odradek.errors.KafkaError` is for
+request-wide failures; per-partition errors belong in the response. Any other exception is logged and the
+connection is closed, never the broker.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import asyncio
 import dataclasses
 import datetime
 import functools
+import importlib
+import pkgutil
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -106,9 +109,43 @@ def _field_names(cls: type[Any]) -> frozenset[str]:
 
 
 def fit(cls: type[Any], **values: Any) -> Any:
-    """Build ``cls`` from the values it has fields for, so handlers can be written once for all versions."""
+    """Build ``cls`` from ``values``, leaving out the fields this version of the message lacks.
+
+    One handler serves every version, so it names fields some versions carry and others do not (``throttle_time``
+    from v1, ``error_message`` from v5): those are dropped where absent. A name that no version of the message has
+    for this entity is a misspelt field and raises :class:`TypeError` (a handler bug, logged as one), rather than
+    vanishing from every response.
+    """
     names = _field_names(cls)
+    if values.keys() <= names:
+        return cls(**values)
+    foreign = values.keys() - _fields_in_any_version(cls)
+    if foreign:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no field {', '.join(sorted(foreign))} in any version")
     return cls(**{k: v for k, v in values.items() if k in names})
+
+
+_FIELDS_IN_ANY_VERSION: dict[type[Any], frozenset[str]] = {}
+
+
+def _fields_in_any_version(cls: type[Any]) -> frozenset[str]:
+    """The fields of ``cls``'s entity across the versions of its message (kio: ``kio.schema.<api>.v<N>.<kind>``)."""
+    known = _FIELDS_IN_ANY_VERSION.get(cls)
+    if known is not None:
+        return known
+    version_package, _, kind = cls.__module__.rpartition(".")
+    api_package = importlib.import_module(version_package.rpartition(".")[0])
+    names = set(_field_names(cls))
+    for info in pkgutil.iter_modules(api_package.__path__):
+        try:
+            module = importlib.import_module(f"{api_package.__name__}.{info.name}.{kind}")
+        except ImportError:
+            continue
+        other = getattr(module, cls.__name__, None)
+        if dataclasses.is_dataclass(other) and isinstance(other, type):
+            names |= _field_names(other)
+    known = _FIELDS_IN_ANY_VERSION[cls] = frozenset(names)
+    return known
 
 
 def nested(ctx: RequestContext, name: str) -> Callable[..., Any]:

@@ -12,11 +12,10 @@ request to the controller.
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import Any
 
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.coordination import CoordinationError
 from odradek.errors import ErrorCode, KafkaError
 from odradek.security.scram import (
@@ -54,7 +53,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = nested(ctx, "AlterUserScramCredentialsResult")
     users = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
     if not ctx.services.controller.is_active:
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0), results=tuple(
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, results=tuple(
             result_cls(user=u, error_code=ErrorCode.not_controller, error_message=None) for u in users))
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     for d in request.deletions:
@@ -93,6 +92,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         except (CoordinationError, KafkaError, ScramFormatError) as exc:
             log.warning("cannot alter SCRAM credentials of user %s: %s", user, exc)
             errors[user] = (exc.code if isinstance(exc, KafkaError) else ErrorCode.unknown_server_error, str(exc))
-    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), results=tuple(
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, results=tuple(
         result_cls(user=u, error_code=errors.get(u, (ErrorCode.none, None))[0],
                    error_message=errors.get(u, (ErrorCode.none, None))[1]) for u in users))

@@ -11,11 +11,10 @@ authorizer; without one the field keeps its "not requested" value.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.group.consumer_group import Partitions
 from odradek.errors import ErrorCode
 
@@ -88,7 +87,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 ),
             )
         )
-    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(described))
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, groups=tuple(described))
 
 
 GROUP_OPERATIONS = (authz.Operation.READ, authz.Operation.DESCRIBE, authz.Operation.DELETE,

@@ -15,7 +15,7 @@ import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.group.consumer_group import HeartbeatRequest, Partitions, TopicsSnapshot
 from odradek.errors import ErrorCode
 
@@ -30,7 +30,7 @@ def topics_snapshot(ctx: RequestContext) -> TopicsSnapshot:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE,
                    error_code=ErrorCode.group_authorization_failed, error_message=None, member_id=None,
                    member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
     topics = topics_snapshot(ctx)
@@ -73,7 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     interval = ctx.services.groups.config.consumer_heartbeat_interval_ms if result.error == ErrorCode.none else 0
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=result.error,
         error_message=result.message,
         member_id=result.member_id,

@@ -7,11 +7,10 @@ coordinates it. With an authorizer each group needs DELETE, else GROUP_AUTHORIZA
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
 API_KEY = 42
@@ -28,6 +27,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = nested(ctx, "DeletableGroupResult")
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         results=tuple(result_cls(group_id=name, error_code=results[name]) for name in names),
     )

@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 entries = [
                     entry_cls(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                        is_sensitive=e.sensitive, is_default=e.source == DEFAULT_CONFIG,
+                        is_sensitive=e.sensitive,
                         synonyms=tuple(synonym_cls(name=n, value=v, source=s) for n, v, s in e.synonyms)
                         if request.include_synonyms else (),
                         config_type=e.type,
@@ -86,7 +86,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     entries.append(
                         entry_cls(
                             name=name, value=None if sensitive else text, read_only=True, config_source=source,
-                            is_sensitive=sensitive, is_default=source == DEFAULT_CONFIG, synonyms=(),
+                            is_sensitive=sensitive, synonyms=(),
                             config_type=PASSWORD_TYPE if sensitive else _TYPE_IDS.get(
                                 KAFKA_CONFIG_TYPES.get(name, ""), _TYPES.get(kind, 2)),
                             documentation=None,

@@ -9,11 +9,10 @@ With
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
 API_KEY = 15
@@ -68,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 authorized_operations=_operations(ctx, group_id, operations),
             )
         )
-    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(described))
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, groups=tuple(described))
 
 
 def _operations(ctx: RequestContext, group_id: str, requested: int) -> int:

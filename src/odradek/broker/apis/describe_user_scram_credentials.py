@@ -9,11 +9,10 @@ order. A store that cannot be read answers the request-level error.
 
 from __future__ import annotations
 
-import datetime
 import logging
 from typing import Any
 
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.coordination import CoordinationError
 from odradek.errors import ErrorCode, KafkaError
 from odradek.security.scram import MECHANISM_TYPES, ScramFormatError
@@ -48,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     except (CoordinationError, KafkaError, ScramFormatError) as exc:
         log.warning("cannot describe SCRAM credentials: %s", exc)
         code = exc.code if isinstance(exc, KafkaError) else ErrorCode.unknown_server_error
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0), error_code=code,
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=code,
                    error_message="Error processing describe user SCRAM credential configs request", results=())
     for user, creds in found.items():
         infos = tuple(info_cls(mechanism=MECHANISM_TYPES[m], iterations=i)
@@ -60,5 +59,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 user=user, error_code=ErrorCode.resource_not_found, credential_infos=(),
                 error_message=f"Attempt to describe a user credential that does not exist: {user}")
     order = list(dict.fromkeys(names)) if names is not None else sorted(results)
-    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                error_message="", results=tuple(results[u] for u in order))

@@ -13,13 +13,12 @@ Any other key type gets INVALID_REQUEST, as in Kafka. With an authorizer a group
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.txn.config import TRANSACTION_STATE_TOPIC
 from odradek.coordination.store import ConnectionLossError, SessionExpiredError
@@ -45,7 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         coordinator = nested(ctx, "Coordinator")
         return fit(
             ctx.response_class,
-            throttle_time=datetime.timedelta(0),
+            throttle_time=NO_THROTTLE,
             coordinators=tuple(
                 coordinator(key=key, error_code=err, error_message="" if err == ErrorCode.none else msg,
                             node_id=node, host=host, port=port)
@@ -55,7 +54,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     err, msg, node, host, port = answers[0]
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=err,
         error_message="NONE" if err == ErrorCode.none else msg,  # Kafka sends Errors.NONE's message, not null
         node_id=node,

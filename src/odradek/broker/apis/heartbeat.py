@@ -9,11 +9,10 @@ released; it must then rejoin within its rebalance timeout.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit
 from odradek.errors import ErrorCode
 
 API_KEY = 12
@@ -23,7 +22,7 @@ MAX_VERSION = 4
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE,
                    error_code=ErrorCode.group_authorization_failed)
     error = ctx.services.groups.heartbeat(
         request.group_id,
@@ -31,4 +30,4 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         request.member_id,
         getattr(request, "group_instance_id", None),
     )
-    return fit(ctx.response_class, throttle_time=datetime.timedelta(0), error_code=error)
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=error)

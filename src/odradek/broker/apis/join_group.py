@@ -17,7 +17,7 @@ import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.group.requests import JoinRequest
 from odradek.errors import ErrorCode
 
@@ -31,7 +31,7 @@ _MS = datetime.timedelta(milliseconds=1)
 async def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.api_version
     if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE,
                    error_code=ErrorCode.group_authorization_failed, generation_id=-1, protocol_type=None,
                    protocol_name=None if version >= 7 else "", leader="", skip_assignment=False, member_id="",
                    members=())
@@ -55,7 +55,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=result.error,
         generation_id=result.generation_id,
         protocol_type=result.protocol_type,

@@ -8,11 +8,10 @@ KIP-848 consumer group leave it the same way (the group epoch moves).
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.errors import ErrorCode
 
 API_KEY = 13
@@ -22,7 +21,7 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE,
                    error_code=ErrorCode.group_authorization_failed, members=())
     if ctx.api_version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
@@ -32,11 +31,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.api_version < 3:
         if error is ErrorCode.none and member_errors:
             error = member_errors[0]
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0), error_code=error)
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=error)
     member = nested(ctx, "MemberResponse")
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=error,
         members=tuple(
             member(member_id=mid, group_instance_id=instance_id, error_code=member_error)

@@ -9,11 +9,10 @@ principal may DESCRIBE are listed.
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -32,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     listed = nested(ctx, "ListedGroup")
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=error,
         groups=tuple(
             listed(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)

@@ -73,7 +73,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             parts.append(
                 partition_response(
                     partition_index=p.partition_index, error_code=error, timestamp=timestamp, offset=offset,
-                    leader_epoch=epoch, old_style_offsets=(),
+                    leader_epoch=epoch,
                 )
             )
         topics.append(topic_response(name=t.name, partitions=tuple(parts)))

@@ -14,11 +14,10 @@ GROUP_AUTHORIZATION_FAILED; each topic needs READ, else its partitions get TOPIC
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.group.results import OffsetCommit
 from odradek.errors import ErrorCode
 from odradek.placement.model import TopicPartition
@@ -96,7 +95,7 @@ def commit_response(ctx: RequestContext, topics: Any, errors: dict[TopicPartitio
     partition_cls = nested(ctx, partition_class)
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         topics=tuple(
             topic_cls(
                 name=topic.name,

@@ -16,12 +16,11 @@ TOPIC_AUTHORIZATION_FAILED (offset -1) without the coordinator being asked.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit, nested
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.group.schema import OffsetValue
 from odradek.errors import ErrorCode
 from odradek.placement.model import TopicPartition
@@ -46,13 +45,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                     topics=_topics(ctx, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", topics),
                 )
             )
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0), groups=tuple(groups))
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, groups=tuple(groups))
     error, topics = _fetch(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
     if ctx.api_version < 2 and error is not ErrorCode.none:
         topics = [(name, [(p, None, error) for p, _, _ in parts]) for name, parts in topics]
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=error,
         topics=_topics(ctx, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", topics),
     )

@@ -1,11 +1,11 @@
 """StopReplica (key 5), version 3 only: Kafka's binary format, flexible, per-partition delete flag.
 
-See :mod:`odradek.controller.requests` for why v3 and how its per-partition flags map onto one; a request at any
-other version closes the connection with one log line, as Kafka's broker closes it. Stops replicating partitions:
+See :mod:`odradek.protocol.controller_requests` for why v3 and how its per-partition flags map onto one; a request at
+any other version closes the connection with one log line, as Kafka's broker closes it. Stops replicating partitions:
 the fetcher lets go and the partition stops leading; with ``delete_partitions`` its log is deleted from disk (topic
-deletion, reassignment away from this broker). Older controller epochs get STALE_CONTROLLER_EPOCH.
-With an authorizer, only a principal with CLUSTER_ACTION on the Cluster (the brokers' own, a super user as in Kafka)
-is served; anyone else gets CLUSTER_AUTHORIZATION_FAILED and nothing changes.
+deletion, reassignment away from this broker). Older controller epochs get STALE_CONTROLLER_EPOCH. With an authorizer,
+only a principal with CLUSTER_ACTION on the Cluster (the brokers' own, a super user as in Kafka) is served; anyone else
+gets CLUSTER_AUTHORIZATION_FAILED and nothing changes.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import RequestContext
-from odradek.controller import requests as creq
 from odradek.errors import ErrorCode
+from odradek.protocol import controller_requests as creq
 
 API_KEY = creq.STOP_REPLICA
 MIN_VERSION = MAX_VERSION = creq.VERSIONS[API_KEY]

@@ -9,11 +9,10 @@ consumer group gets, at once, the partitions the server-side assignor gave it, i
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from odradek.broker import authz
-from odradek.broker.apis import RequestContext, fit
+from odradek.broker.apis import NO_THROTTLE, RequestContext, fit
 from odradek.errors import ErrorCode
 
 API_KEY = 14
@@ -23,7 +22,7 @@ MAX_VERSION = 5
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authz.allowed(ctx, authz.Operation.READ, authz.ResourceType.GROUP, request.group_id):
-        return fit(ctx.response_class, throttle_time=datetime.timedelta(0),
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE,
                    error_code=ErrorCode.group_authorization_failed, protocol_type=None, protocol_name=None,
                    assignment=b"")
     result = await ctx.services.groups.sync_group(
@@ -37,7 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     return fit(
         ctx.response_class,
-        throttle_time=datetime.timedelta(0),
+        throttle_time=NO_THROTTLE,
         error_code=result.error,
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name,

@@ -1,12 +1,12 @@
 """UpdateMetadata (key 6), version 6 only: Kafka's binary format, the first flexible version, before topic ids.
 
-See :mod:`odradek.controller.requests` for why v6; a request at any other version closes the connection with one log
-line, as Kafka's broker closes it. Replaces this broker's view of the live brokers and of partition leaders, ISRs
-and offline replicas, which Metadata, FindCoordinator and every leader check answer from. Partitions with leader -2
+See :mod:`odradek.protocol.controller_requests` for why v6; a request at any other version closes the connection with
+one log line, as Kafka's broker closes it. Replaces this broker's view of the live brokers and of partition leaders,
+ISRs and offline replicas, which Metadata, FindCoordinator and every leader check answer from. Partitions with leader -2
 belong to a topic being deleted and leave the cache. Topic ids are read once from ``/brokers/topics/{topic}``. Older
-controller epochs get STALE_CONTROLLER_EPOCH.
-With an authorizer, only a principal with CLUSTER_ACTION on the Cluster (the brokers' own, a super user as in Kafka)
-is served; anyone else gets CLUSTER_AUTHORIZATION_FAILED and nothing changes.
+controller epochs get STALE_CONTROLLER_EPOCH. With an authorizer, only a principal with CLUSTER_ACTION on the Cluster
+(the brokers' own, a super user as in Kafka) is served; anyone else gets CLUSTER_AUTHORIZATION_FAILED and nothing
+changes.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import RequestContext
-from odradek.controller import requests as creq
 from odradek.errors import ErrorCode
+from odradek.protocol import controller_requests as creq
 
 API_KEY = creq.UPDATE_METADATA
 MIN_VERSION = MAX_VERSION = creq.VERSIONS[API_KEY]

@@ -19,10 +19,10 @@ from odradek.broker.link.resent_requests import ResentRequests
 from odradek.broker.metadata import BrokerEndpoint, MetadataCache, PartitionMeta, TopicMeta
 from odradek.broker.replica_manager import PartitionChange, ReplicaManager
 from odradek.broker.topics import INTERNAL_TOPICS, fallback_topic_id
-from odradek.controller import requests as creq
 from odradek.coordination import znodes as zn
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
+from odradek.protocol import controller_requests as creq
 
 log = logging.getLogger(__name__)
 

@@ -208,7 +208,7 @@ class LogManager:
             if existing is not None:
                 raise ValueError(f"duplicate log directories for {parsed[0]}-{parsed[1]}: "
                                  f"{existing.directory} and {path}")
-            self._logs[parsed] = PartitionLog(
+            self._logs[parsed] = PartitionLog.open(
                 path,
                 self._config_for(parsed[0]),
                 self.clock,
@@ -278,7 +278,7 @@ class LogManager:
                              f"log directories {sorted(map(str, self.offline_dirs))} are offline")
         parent = self.next_log_dir()
         try:
-            plog = PartitionLog(parent / partition_dir_name(topic, partition), resolved, self.clock)
+            plog = PartitionLog.open(parent / partition_dir_name(topic, partition), resolved, self.clock)
         except OSError as exc:
             self.fail_dir(parent, exc)
             raise KafkaError(ErrorCode.kafka_storage_error, f"cannot create a log in {parent}: {exc}") from exc
@@ -413,7 +413,7 @@ class LogManager:
             return ErrorCode.none
         move = Move(tp, destination)
         try:
-            move.future = PartitionLog(future_dir(destination, tp), current.config, self.clock,
+            move.future = PartitionLog.open(future_dir(destination, tp), current.config, self.clock,
                                        log_start_offset=current.log_start_offset)
             move.future.truncate_fully_and_start_at(current.log_start_offset)
         except (OSError, KafkaError) as exc:

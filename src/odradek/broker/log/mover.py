@@ -125,7 +125,7 @@ def _finish(move: Move, current: PartitionLog, future: PartitionLog,
     final = move.destination / partition_dir_name(*move.tp)
     future.directory.rename(final)
     checkpoint.fsync_dir(move.destination)
-    replacement = PartitionLog(
+    replacement = PartitionLog.open(
         final, current.config, current.clock, recovery_point=future.log_end_offset,
         log_start_offset=current.log_start_offset, high_watermark=current.high_watermark, clean_shutdown=True,
     )

@@ -4,14 +4,15 @@ This is the durable heart of the broker. Appends assign offsets by stamping the 
 write them in one call; reads hand back one contiguous byte range of a segment (found through the offset
 index, bounded by walking batch headers only) so the fetch path never looks inside a batch. Everything else
 here — producer state, the leader-epoch cache, indexes — is derived from the ``.log`` files and rebuilt from
-them when in doubt.
+them when in doubt. Opening a log (recovery included) is :mod:`odradek.broker.log.loader`'s; :meth:`PartitionLog.open`
+runs it and hands the result to the live log.
 
 Transactions: producer state tracks each producer's open transaction; a COMMIT/ABORT marker
 (:meth:`PartitionLog.append_marker`, or replicated from the leader) closes it, and an ABORT adds an entry to the
 ``.txnindex`` of the segment the marker lands in. The last stable offset is the high watermark held back at the
 first unstable offset; READ_COMMITTED reads stop there and carry the aborted transactions of the range they return.
-Recovery replays producer state from a snapshot taken at or before the first segment it recovers, so the
-``.txnindex`` of every recovered segment is rebuilt from its markers exactly as it was first written.
+Recovery (in the loader) replays producer state from a snapshot taken at or before the first segment it recovers,
+so the ``.txnindex`` of every recovered segment is rebuilt from its markers exactly as it was first written.
 
 Concurrency: the broker drives a log from its event loop, but the replica manager or a flush may call in from
 a worker thread, so every public method holds the log's lock (uncontended, it costs well under a microsecond).
@@ -34,9 +35,17 @@ from odradek.broker.log import checkpoint, producer_state
 from odradek.broker.log.epoch_cache import FILE_NAME as EPOCH_FILE
 from odradek.broker.log.epoch_cache import LeaderEpochCache
 from odradek.broker.log.handles import OpenFiles, process_files
+from odradek.broker.log.loader import (
+    SWAP_SUFFIX,
+    UNKNOWN_STOP_STATE,
+    LoadedLog,
+    LogLoader,
+    apply_batch,
+    rebuild_producer_state,
+)
 from odradek.broker.log.producer_state import ProducerStateManager
-from odradek.broker.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
-from odradek.broker.log.txn_index import TXNINDEX_SUFFIX, AbortedTxn
+from odradek.broker.log.segment import LogSegment
+from odradek.broker.log.txn_index import AbortedTxn
 from odradek.broker.topic_config import LogConfig
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
@@ -68,8 +77,6 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms defa
 # offset batches carry no meaningful sequence, so only their epoch and transaction state are checked.
 ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
-STRAY_SUFFIXES = (".cleaned", ".deleted", ".tmp")
-SWAP_SUFFIX = ".swap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +114,45 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
     return TopicPartition(topic, int(part))
 
 
-_UNKNOWN: str | None = "<no producer-state file of the stop>"  # a sentinel: not a snapshot, not None
-
-
 class PartitionLog:
-    def __init__(
-        self,
+    """The live log: appends, reads, rolls, truncation, retention and compaction swaps over loaded segments.
+
+    It is built from what :class:`~odradek.broker.log.loader.LogLoader` recovered (Kafka's LocalLog over its
+    LogLoader's result); :meth:`open` does both, and is how a log is opened.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, clock: Clock, loaded: LoadedLog, epochs: LeaderEpochCache,
+                 files: OpenFiles, *, high_watermark: int = 0) -> None:
+        self.directory = directory
+        parsed = parse_partition_dir(directory.name)
+        self.topic, self.partition = parsed if parsed else (directory.name, 0)
+        self.name = directory.name
+        self.config = config
+        self.clock = clock
+        self.files = files
+        self._lock = threading.RLock()
+        self._offline = False
+        self.on_change: Callable[[], None] | None = None
+        """Called, on whatever thread made the change, when the log start moves or the log goes offline: readers
+        that remember this log's offsets (fetch sessions) must look again."""
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases: list[int] = [segment.base_offset for segment in loaded.segments]
+        self._pending_flush: list[LogSegment] = []
+        self._roll_jitter: dict[int, int] = {}
+        self._truncations = 0
+        self._epochs = epochs
+        self._producers = loaded.producers
+        # the offset of the newest producer-state snapshot in the directory, None for none (see close)
+        self._latest_snapshot = loaded.latest_snapshot
+        self._log_start_offset = loaded.log_start_offset
+        self._recovery_point = loaded.recovery_point
+        self._last_flush_ms = clock.now_ms()
+        self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
+        self._producers.on_high_watermark(self._high_watermark)
+
+    @classmethod
+    def open(
+        cls,
         directory: Path,
         config: LogConfig,
         clock: Clock,
@@ -124,8 +164,8 @@ class PartitionLog:
         files: OpenFiles | None = None,
         stop_states_read: bool = False,
         state_at_stop: str | None = None,
-    ) -> None:
-        """Open (or create) the log in ``directory`` and recover it.
+    ) -> PartitionLog:
+        """Open (or create) the log in ``directory``: recover it (:class:`LogLoader`), then build the live log.
 
         ``recovery_point`` is the offset up to which the data is known to be fsynced (the broker's
         recovery-point checkpoint); every batch from the segment holding it onwards is CRC-checked. After a
@@ -134,214 +174,22 @@ class PartitionLog:
 
         ``stop_states_read``: after a clean shutdown, the directory's producer-state file of the stop was read
         (producer_state.write_stop_states); ``state_at_stop`` is this log's entry in it, None when it had no
-        producer state.
+        producer state. A disk error while loading is a KAFKA_STORAGE_ERROR, as on the live log.
         """
-        self.directory = directory
-        parsed = parse_partition_dir(directory.name)
-        self.topic, self.partition = parsed if parsed else (directory.name, 0)
-        self.name = directory.name
-        self.config = config
-        self.clock = clock
-        self.files = files if files is not None else process_files()
-        self._lock = threading.RLock()
-        self._offline = False
-        self.on_change: Callable[[], None] | None = None
-        """Called, on whatever thread made the change, when the log start moves or the log goes offline: readers
-        that remember this log's offsets (fetch sessions) must look again."""
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._pending_flush: list[LogSegment] = []
-        self._roll_jitter: dict[int, int] = {}
-        self._truncations = 0
+        files = files if files is not None else process_files()
         directory.mkdir(parents=True, exist_ok=True)
-        self._epochs = LeaderEpochCache(directory / EPOCH_FILE)
-        if self._epochs.corrupt:
+        epochs = LeaderEpochCache(directory / EPOCH_FILE)
+        if epochs.corrupt:
             log.warning("partition %s: its leader-epoch-checkpoint does not parse; recovering every segment, which "
-                        "assigns the epochs again from the batches", self.name)
+                        "assigns the epochs again from the batches", directory.name)
             recovery_point, clean_shutdown = 0, False
-        self._producers = ProducerStateManager()
-        # the offset of the newest producer-state snapshot in the directory, None for none (see close)
-        self._latest_snapshot: int | None = None
-        self._last_flush_ms = clock.now_ms()
-        with self._disk("open"):
-            self._load(recovery_point, log_start_offset, clean_shutdown,
-                       state_at_stop if stop_states_read else _UNKNOWN)
-        self._high_watermark = min(max(high_watermark, self._log_start_offset), self.log_end_offset)
-        self._producers.on_high_watermark(self._high_watermark)
-
-    # --- loading and recovery -------------------------------------------------------------------------------
-
-    def _load(self, recovery_point: int, checkpoint_log_start: int, clean_shutdown: bool,
-              state_at_stop: str | None = _UNKNOWN) -> None:
-        self._remove_stray_files()
-        self._complete_swaps()
-        bases = sorted(
-            int(p.name[: -len(LOG_SUFFIX)])
-            for p in self.directory.glob(f"*{LOG_SUFFIX}")
-            if p.name[: -len(LOG_SUFFIX)].isdigit()
-        )
-        now = self.clock.now_ms()
-        for base in bases:
-            self._add_segment(self._new_segment(base, now))
-        if not self._segments:
-            self._add_segment(self._new_segment(max(0, checkpoint_log_start), now))
-        recover_from = 0 if recovery_point <= 0 else self._segment_index_for(recovery_point)
-        rebuild: set[LogSegment] = set()  # recovered segments: their .txnindex is rebuilt from their markers
-        for i, segment in enumerate(list(self._segments)):
-            needs_recovery = (not clean_shutdown and i >= recover_from) or not segment.load()
-            if needs_recovery:
-                rebuild.add(segment)
-                segment.txn_index.reset()
-                outcome = segment.recover(self._on_recovered_batch)
-                if outcome.dropped_bytes:
-                    log.warning(
-                        "partition %s: segment %s truncated at byte %d, %d bytes dropped (%s)",
-                        self.name, segment.log_path.name, outcome.valid_bytes, outcome.dropped_bytes,
-                        outcome.reason,
-                    )
-                    self._drop_segments_after(segment)
-                    break
-            if i + 1 < len(self._segments) and self._segments[i + 1].base_offset < segment.next_offset:
-                log.warning("partition %s: segment %s overlaps the next one; dropping later segments",
-                            self.name, segment.log_path.name)
-                self._drop_segments_after(segment)
-                break
-        leo = self.log_end_offset
-        self._log_start_offset = min(max(checkpoint_log_start, self._segments[0].base_offset), leo)
-        self._epochs.truncate_from_end(leo)
-        self._epochs.truncate_from_start(self._log_start_offset)
-        self._rebuild_producer_state({s for s in rebuild if s in self._segments}, clean_shutdown=clean_shutdown,
-                                     state_at_stop=state_at_stop)
-        for segment in self._segments:
-            if segment.unflushed or segment is not self._active or segment.txn_index.unsynced:
-                segment.flush()
-        self._recovery_point = leo
-
-    def _on_recovered_batch(self, header: BatchHeader) -> None:
-        if header.partition_leader_epoch >= 0 and header.partition_leader_epoch > self._epochs.latest_epoch:
-            self._epochs.assign(header.partition_leader_epoch, header.base_offset)
-
-    def _remove_stray_files(self) -> None:
-        for path in self.directory.iterdir():
-            if path.name.endswith(STRAY_SUFFIXES):
-                path.unlink(missing_ok=True)
-
-    def _complete_swaps(self) -> None:
-        """Finish a compaction interrupted after its ``.swap`` files were complete (Kafka's rule: the swap
-        replaces every segment whose base offset falls inside its offset range)."""
-        for swap in sorted(self.directory.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            base = int(swap.name.split(".")[0])
-            segment = LogSegment(self.directory, base, self.config.index_interval_bytes,
-                                 self.config.segment_index_bytes, self.clock.now_ms(), suffix=SWAP_SUFFIX,
-                                 files=self.files)
-            outcome = segment.recover()
-            end = segment.next_offset
-            if not outcome.dropped_bytes:
-                segment.flush()
-            segment.close()
-            if outcome.dropped_bytes:
-                log.warning("partition %s: discarding incomplete compaction output %s", self.name, swap.name)
-                for path in segment.paths():
-                    path.unlink(missing_ok=True)
-                continue
-            for old in self.directory.glob(f"*{LOG_SUFFIX}"):
-                stem = old.name[: -len(LOG_SUFFIX)]
-                if stem.isdigit() and base <= int(stem) < max(end, base + 1):
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
-                        (self.directory / (stem + suffix)).unlink(missing_ok=True)
-            for path in segment.paths():
-                if path.exists():
-                    os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
-
-    def _rebuild_producer_state(self, rebuild_index: set[LogSegment] | None = None, *,
-                                clean_shutdown: bool = False, state_at_stop: str | None = _UNKNOWN) -> None:
-        """Snapshot at or below the LEO, then the batches after it (headers carry all producer state; markers
-        are read for their type and coordinator epoch). With ``rebuild_index`` (segments whose ``.txnindex`` was
-        reset), the snapshot must be at or below the first of them, and every ABORT marker in them is written to
-        their index again.
-
-        Without a usable snapshot the whole log is replayed, as Kafka does: a transaction opened many segments
-        ago is still open until its marker, and forgetting it would expose its records to READ_COMMITTED.
-
-        After a clean shutdown with no segment recovered, nothing is replayed: the state is the log's entry in
-        the stop's producer-state file (``state_at_stop``), or empty when the file has none for it (the log had
-        no producer state). A directory last stopped by an older odradek has no such file; then a log with no
-        snapshot at all had an empty state, Kafka's own rule in LogLoader (``reloadFromCleanShutdown`` with no
-        snapshot).
-        """
-        leo = self.log_end_offset
-        upto = min([leo, *(s.base_offset for s in rebuild_index or ())])
-        loaded, self._latest_snapshot = producer_state.load_snapshots(self.directory, upto, delete_above=leo)
-        if clean_shutdown and not rebuild_index:
-            if state_at_stop is _UNKNOWN:
-                if self._latest_snapshot is None:
-                    self._producers = ProducerStateManager()
-                    return
-            elif state_at_stop is None:
-                self._producers = ProducerStateManager()
-                return
-            else:
-                try:
-                    at_stop, offset = ProducerStateManager.from_json(state_at_stop)
-                except (ValueError, KeyError, TypeError) as exc:
-                    log.warning("partition %s: its producer state of the last stop does not parse (%s); replaying "
-                                "the log", self.name, exc)
-                else:
-                    if offset == leo:
-                        self._producers = at_stop
-                        self._producers.truncate_head(self._log_start_offset)
-                        return
-        if loaded is not None and loaded[1] >= self._segments[0].base_offset:
-            self._producers, start = loaded
-        else:
-            self._producers = ProducerStateManager()
-            start = self._segments[0].base_offset
-        for segment, position, header in self._iter_headers_from(start):
-            if header.producer_id < 0:
-                continue
-            marker = self._read_marker(segment, position, header) if header.is_control else None
-            self._apply_producer_state(segment, header, marker, rebuild_index is not None and segment in rebuild_index)
-        self._producers.truncate_head(self._log_start_offset)
-
-    def _read_marker(self, segment: LogSegment, position: int, header: BatchHeader) -> EndTxnMarker | None:
+        loader = LogLoader(directory, config, clock, files, epochs, directory.name)
         try:
-            return read_end_txn_marker(segment.read(position, header.size))
-        except CorruptBatchError as exc:
-            log.warning("partition %s: control batch at offset %d ignored: %s", self.name, header.base_offset, exc)
-            return None
-
-    def _apply_producer_state(self, segment: LogSegment, header: BatchHeader, marker: EndTxnMarker | None,
-                              write_index: bool = True) -> None:
-        """One batch now in ``segment``: a data batch updates its producer, a marker closes the producer's
-        transaction and, for an ABORT, records it in the segment's ``.txnindex`` (Kafka's order: the LSO is
-        computed while the transaction still counts as open, then it is completed)."""
-        if header.is_control:
-            if marker is None:
-                return
-            completed = self._producers.apply_marker(header.producer_id, header.producer_epoch,
-                                                     marker.coordinator_epoch, marker.is_abort,
-                                                     header.base_offset, header.max_timestamp)
-            if completed is None:
-                return
-            if completed.is_aborted and write_index:
-                lso = self._producers.last_stable_offset(completed)
-                segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
-                                                    completed.last_offset, lso))
-            self._producers.complete_txn(completed)
-        else:
-            self._producers.update(header, header.max_timestamp)
-
-    def _iter_headers_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
-        """Segment, position and header of every batch holding an offset >= ``offset``."""
-        for segment in self._segments[self._segment_index_for(offset):]:
-            start = 0
-            if segment.base_offset <= offset:
-                found = segment.find_batch(offset)
-                if found is None:
-                    continue
-                start = found[0]
-            for position, header in segment.iter_headers(start):
-                yield segment, position, header
+            loaded = loader.load(recovery_point, log_start_offset, clean_shutdown,
+                                 state_at_stop if stop_states_read else UNKNOWN_STOP_STATE)
+        except OSError as exc:
+            raise _disk_error(directory.name, "open", exc) from exc
+        return cls(directory, config, clock, loaded, epochs, files, high_watermark=high_watermark)
 
     # --- segments -------------------------------------------------------------------------------------------
 
@@ -355,14 +203,6 @@ class PartitionLog:
 
     def _segment_index_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
-
-    def _drop_segments_after(self, segment: LogSegment) -> None:
-        i = self._segments.index(segment)
-        for later in self._segments[i + 1 :]:
-            log.warning("partition %s: deleting segment %s after the recovered tail",
-                        self.name, later.log_path.name)
-            later.delete_files()
-        del self._segments[i + 1 :], self._bases[i + 1 :]
 
     def _delete_segment(self, segment: LogSegment) -> None:
         if segment in self._pending_flush:
@@ -435,10 +275,9 @@ class PartitionLog:
             yield
         except OSError as exc:
             self._offline = True
-            log.error("partition %s: %s failed, log is offline: %s", self.name, action, exc)
+            error = _disk_error(self.name, action, exc)
             self._changed()
-            message = f"{action} failed for {self.name}: {exc}"
-            raise KafkaError(ErrorCode.kafka_storage_error, message) from exc
+            raise error from exc
 
     def _changed(self) -> None:
         if self.on_change is not None:
@@ -567,8 +406,8 @@ class PartitionLog:
             if leader_epoch >= 0:
                 self._epochs.assign(leader_epoch, offset)
             with self._disk("transaction index"):
-                self._apply_producer_state(self._active, header,
-                                           EndTxnMarker(CONTROL_COMMIT if commit else CONTROL_ABORT, coordinator_epoch))
+                apply_batch(self._producers, self._active, header,
+                            EndTxnMarker(CONTROL_COMMIT if commit else CONTROL_ABORT, coordinator_epoch))
             self._maybe_flush_by_count()
             return offset
 
@@ -614,7 +453,7 @@ class PartitionLog:
                     if header.partition_leader_epoch > self._epochs.latest_epoch:
                         self._epochs.assign(header.partition_leader_epoch, header.base_offset)
                     if header.producer_id >= 0:
-                        self._apply_producer_state(segment, header, markers.get(position))
+                        apply_batch(self._producers, segment, header, markers.get(position))
             self._maybe_flush_by_count()
 
     def _marker_in(self, records: bytes | bytearray | memoryview, position: int,
@@ -937,7 +776,8 @@ class PartitionLog:
         self._epochs.truncate_from_end(leo)
         self._recovery_point = min(self._recovery_point, leo)
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset), leo)
-        self._rebuild_producer_state()
+        self._producers, self._latest_snapshot = rebuild_producer_state(
+            self.directory, self._segments, self._log_start_offset, self.name)
         self._producers.on_high_watermark(self._high_watermark)
         self._changed()
 
@@ -1079,7 +919,7 @@ class PartitionLog:
         when anything is unflushed, the snapshot when none exists at the LEO yet (Kafka's takeSnapshot skips
         an offset it already has a snapshot for; producer state changes only with the offset, or by expiry,
         which the next load redoes). A log with no producer state and no snapshot writes none: after the clean
-        shutdown the next load takes the missing snapshot for an empty state (see _rebuild_producer_state), so
+        shutdown the next load takes the missing snapshot for an empty state (see loader.rebuild_producer_state), so
         the logs of plain, non-idempotent producers cost a clean stop no file each.
         """
         with self._lock:
@@ -1161,6 +1001,12 @@ class PartitionLog:
     @property
     def producer_state(self) -> ProducerStateManager:
         return self._producers
+
+
+def _disk_error(name: str, action: str, exc: OSError) -> KafkaError:
+    """The one log line and the KAFKA_STORAGE_ERROR of a disk error in ``action``."""
+    log.error("partition %s: %s failed, log is offline: %s", name, action, exc)
+    return KafkaError(ErrorCode.kafka_storage_error, f"{action} failed for {name}: {exc}")
 
 
 def _batch_boundary(data: bytes, segment: LogSegment, position: int, limit: int) -> int:

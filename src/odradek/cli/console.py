@@ -15,7 +15,8 @@ from typing import Any
 
 import click
 
-from odradek.cli_security import command_config_option, rdkafka_config
+from odradek.cli.clients import closed_when_done
+from odradek.cli.security import command_config_option, rdkafka_config
 
 TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 
@@ -92,7 +93,7 @@ def produce(
     config.setdefault("acks", request_required_acks)
     config.setdefault("compression.type", compression_codec)
     config.setdefault("linger.ms", 5)
-    producer = Producer(config)
+    producer = closed_when_done(Producer(config))
     failures: list[str] = []
 
     def delivered(error: Any, message: Any) -> None:
@@ -154,7 +155,7 @@ def consume(
     config.setdefault("group.id", group or f"console-consumer-{random.randrange(100000)}")
     config.setdefault("enable.auto.commit", group is not None)
     config.setdefault("auto.offset.reset", "earliest" if from_beginning else "latest")
-    consumer = Consumer(config)
+    consumer = closed_when_done(Consumer(config))
     if partition is not None:
         start = OFFSET_BEGINNING if from_beginning else OFFSET_END
         if offset is not None and offset not in ("earliest", "latest"):

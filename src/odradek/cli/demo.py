@@ -29,23 +29,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from odradek import event_loop
-from odradek.cli_output import progress
+import click
+
+from odradek import event_loop, examples
+from odradek.cli.clients import closed_when_done
+from odradek.cli.output import progress
 from odradek.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CLICKS_PARTITIONS = 3
-
-
-def _examples() -> tuple[Any, Any]:
-    if not (EXAMPLES / "page_views.py").exists():
-        raise SystemExit(f"odradek demo runs from a checkout: {EXAMPLES} not found")
-    sys.path.insert(0, str(EXAMPLES))
-    import clickstream  # type: ignore[import-not-found]
-    import page_views  # type: ignore[import-not-found]
-
-    return clickstream, page_views
 
 
 class _ClusterThread:
@@ -67,7 +59,7 @@ class _ClusterThread:
 
 
 def run(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool = False) -> bool:
-    clickstream, page_views = _examples()
+    clickstream, page_views = examples.load()
     workdir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-demo-"))
     if workdir.exists() and any(workdir.iterdir()):
         raise SystemExit(f"odradek demo needs an empty data directory; {workdir} holds an earlier run")
@@ -92,7 +84,7 @@ def _run(clickstream: Any, page_views: Any, brokers: int, events: int, seconds: 
 
         rf = min(3, brokers)
         configs = {"min.insync.replicas": "2"} if rf == 3 else {}
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin = closed_when_done(AdminClient({"bootstrap.servers": bootstrap}))
         topics = [NewTopic("clicks", CLICKS_PARTITIONS, rf, config=configs), NewTopic("page-views", 1, rf)]
         for fut in admin.create_topics(topics).values():
             fut.result(60)
@@ -193,3 +185,18 @@ async def _leaders(cluster: LocalCluster, topic: str) -> dict[int, int]:
             if leader is not None and partition not in out:
                 out[partition] = leader
     return out
+
+
+@click.command()
+@click.option("--brokers", default=3, show_default=True, type=int)
+@click.option("--events", default=20000, show_default=True, type=int, help="clickstream events to produce")
+@click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
+@click.option("--data-dir", default=None, type=click.Path(path_type=Path))
+@click.option("--verbose", is_flag=True, help="show the brokers', clients' and Spark's logs and progress bars here")
+def demo(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool) -> None:
+    """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
+    from odradek.runner import configure_logging
+
+    configure_logging("WARNING")
+    if not run(brokers, events, seconds, data_dir, verbose):
+        raise SystemExit(1)

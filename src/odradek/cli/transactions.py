@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from odradek.admin import metadata, request_schema
-from odradek.cli_security import command_config_option
-from odradek.cli_security import connect as connect_to
+from odradek.cli.security import command_config_option
+from odradek.cli.security import connect as connect_to
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.protocol.wire import read_compact_string, read_uvarint, skip_tagged_fields

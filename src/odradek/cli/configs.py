@@ -8,7 +8,7 @@ which is printed.
 Client quotas (``--entity-type users`` and/or ``clients``, each followed by ``--entity-name NAME`` or
 ``--entity-default``, paired in the order given as kafka-configs.sh pairs them) go through DescribeClientQuotas and
 AlterClientQuotas (KIP-546), with kafka-configs.sh's checks and messages. A lone ``users`` entity also carries SCRAM
-credentials (:mod:`odradek.cli_scram`): an ``--add-config`` of ``SCRAM-SHA-*`` keys goes there, never together with
+credentials (:mod:`odradek.cli.scram`): an ``--add-config`` of ``SCRAM-SHA-*`` keys goes there, never together with
 quota keys (kafka-configs.sh refuses that too), and ``--describe`` of users lists both.
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import wait_result
-from odradek.cli_scram import SCRAM_MECHANISMS, alter_users, describe_users
-from odradek.cli_security import admin as secured_admin
-from odradek.cli_security import command_config_option, connect
+from odradek.cli.output import wait_result
+from odradek.cli.scram import SCRAM_MECHANISMS, alter_users, describe_users
+from odradek.cli.security import admin as secured_admin
+from odradek.cli.security import command_config_option, connect
 
 ENTITY_TYPES = ("topics", "brokers", "users", "clients")
 QUOTA_ENTITY_TYPES = {"users": "user", "clients": "client-id"}

@@ -17,8 +17,9 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import echo_beside, progress
-from odradek.cli_security import command_config_option, rdkafka_config
+from odradek.cli.clients import closed_when_done
+from odradek.cli.output import echo_beside, progress
+from odradek.cli.security import command_config_option, rdkafka_config
 
 MB = 1024 * 1024
 REPORT_EVERY_S = 5.0
@@ -101,7 +102,7 @@ def produce_perf(
     if not config.get("bootstrap.servers"):
         raise click.UsageError("give --bootstrap-server or --producer-props bootstrap.servers=HOST:PORT")
     config.setdefault("linger.ms", 5)
-    producer = Producer(config)
+    producer = closed_when_done(Producer(config))
     rng = random.Random(0)
     payload = "".join(rng.choice(string.ascii_uppercase) for _ in range(record_size)).encode()
     now = time.monotonic()
@@ -176,7 +177,7 @@ def consume_perf(
     config.setdefault("group.id", group or f"perf-consumer-{random.randrange(100000)}")
     config.setdefault("auto.offset.reset", "latest" if from_latest else "earliest")
     config.setdefault("enable.auto.commit", True)
-    consumer = Consumer(config)
+    consumer = closed_when_done(Consumer(config))
     assigned_at: list[float] = []
     consumer.subscribe([topic], on_assign=lambda _c, _p: assigned_at.append(time.time()))
     start = time.time()

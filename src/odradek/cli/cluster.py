@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from odradek.admin import metadata, request_schema
-from odradek.cli_security import command_config_option, connect
+from odradek.cli.security import command_config_option, connect
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
 from odradek.placement import BrokerMetadata
@@ -262,7 +262,7 @@ def reassign(
 
 def _watch(conn: KafkaConnection, targets: Mapping[TP, list[int]], timeout_s: float) -> None:
     """Poll until every target partition has its new replicas and no reassignment runs, showing a progress bar."""
-    from odradek.cli_output import progress
+    from odradek.cli.output import progress
 
     topics = sorted({t for t, _p in targets})
     deadline = time.monotonic() + timeout_s

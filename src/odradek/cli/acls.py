@@ -6,7 +6,7 @@ The options are kafka-acls.sh's (``--add``/``--remove``/``--list``, ``--allow-pr
 ``--force``) and so is the output ("Adding ACLs for resource `ResourcePattern(...)`", "Current ACLs for resource
 ..."), so scripts written against Kafka's tool read it. ``--command-config`` reads client properties
 (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, ...) from a file, as kafka-acls.sh does
-(:mod:`odradek.cli_security`), and ``--command-property`` passes single librdkafka settings, for a cluster reachable
+(:mod:`odradek.cli.security`), and ``--command-property`` passes single librdkafka settings, for a cluster reachable
 only over SASL or TLS.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import wait_result
-from odradek.cli_security import admin as secured_admin
-from odradek.cli_security import command_config_option
+from odradek.cli.output import wait_result
+from odradek.cli.security import admin as secured_admin
+from odradek.cli.security import command_config_option
 from odradek.security.acl import CLUSTER_NAME, WILDCARD, Operation
 
 OPERATIONS = [op.pascal for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY)]

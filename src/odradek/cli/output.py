@@ -18,6 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from odradek.cli.options import key_values
+
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 
 
@@ -61,13 +63,7 @@ def echo_beside(bar: Progress, line: str) -> None:
 
 def kafka_config(bootstrap: str, properties: Sequence[str] = ()) -> dict[str, Any]:
     """librdkafka settings: the bootstrap servers and any ``--*-property name=value`` given."""
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
-    for item in properties:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected name=value, got {item!r}")
-        config[name.strip()] = value.strip()
-    return config
+    return {"bootstrap.servers": bootstrap, **key_values(properties)}
 
 
 def wait_result(future: Any, timeout: float = 30.0) -> Any:

@@ -1,8 +1,4 @@
-"""The ``odradek`` command: run brokers, administer topics, and Kafka's placement tools.
-
-Subcommands read like Kafka's shell tools (``odradek topics --create --topic t --partitions 3`` as
-``kafka-topics.sh``), so operators can carry their habits over.
-"""
+"""``odradek up`` (a cluster on the embedded store) and ``odradek broker`` (one broker of a ZooKeeper cluster)."""
 
 from __future__ import annotations
 
@@ -14,9 +10,8 @@ import click
 
 from odradek import event_loop
 from odradek.broker.config import BrokerConfig
-from odradek.cli_schema_registry import broker_port, resolve_port, schema_registry_port_option
-from odradek.cli_security import SecuredGroup, command_config_option, connect
-from odradek.errors import ErrorCode
+from odradek.cli.options import key_values
+from odradek.cli.schema_registry import broker_port, resolve_port, schema_registry_port_option
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -27,35 +22,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
         raise click.UsageError(str(exc)) from exc
 
 
-def _parse_overrides(values: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values:
-        if "=" not in item:
-            raise click.BadParameter(f"expected key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def _version() -> str:
-    """The installed distribution's version (a built wheel's), else the source tree's."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    from odradek import __version__
-
-    try:
-        return version("odradek")
-    except PackageNotFoundError:
-        return __version__
-
-
-@click.group(cls=SecuredGroup)
-@click.version_option(version=_version(), message="%(version)s", prog_name="odradek")
-def main() -> None:
-    """odradek: a Kafka-compatible commit-log cluster."""
-
-
-@main.command()
+@click.command()
 @click.option("--data-dir", default=".odradek-data", show_default=True, type=click.Path(path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=9092, show_default=True, type=int, help="0 picks a free port")
@@ -92,7 +59,7 @@ def up(
     registry_port = resolve_port(schema_registry_port, port)
     configure_logging(log_level)
     loop = _loop_factory()
-    settings = _parse_overrides(overrides)
+    settings = key_values(overrides)
     try:
         broker_id = int(settings.pop("broker.id", broker_id))  # server.properties habit: the first broker's id
     except ValueError as exc:
@@ -115,7 +82,7 @@ def up(
     exit_after_stop()
 
 
-@main.command()
+@click.command()
 @click.option("--id", "broker_id", required=True, type=int)
 @click.option("--zookeeper", required=True, help="HOST:PORT[,HOST:PORT...][/chroot]")
 @click.option("--data-dir", default=".odradek-data", show_default=True, type=click.Path(path_type=Path))
@@ -140,7 +107,7 @@ def broker(
     registry_port = broker_port(schema_registry_port)
     configure_logging(log_level)
     loop = _loop_factory()
-    settings = _parse_overrides(overrides)
+    settings = key_values(overrides)
     log_broker_settings(settings)
     settings["broker.id"] = str(broker_id)
     settings["zookeeper.connect"] = zookeeper
@@ -155,96 +122,3 @@ def broker(
     except (MigrationRefused, RegistryStartFailed) as exc:
         raise click.ClickException(str(exc)) from exc
     exit_after_stop()
-
-
-@main.command()
-@click.option("--bootstrap-server", "bootstrap", required=True, envvar="ODRADEK_BOOTSTRAP")
-@click.option("--create", "action", flag_value="create")
-@click.option("--list", "action", flag_value="list")
-@click.option("--describe", "action", flag_value="describe")
-@click.option("--delete", "action", flag_value="delete")
-@click.option("--topic", default=None)
-@click.option("--partitions", default=-1, type=int)
-@click.option("--replication-factor", default=-1, type=int)
-@click.option("--config", "configs", multiple=True, help="topic config as key=value")
-@click.option("--under-replicated-partitions", is_flag=True, help="with --describe: only under-replicated ones")
-@click.option("--unavailable-partitions", is_flag=True, help="with --describe: only partitions without a leader")
-@command_config_option()
-def topics(
-    bootstrap: str, action: str | None, topic: str | None, partitions: int, replication_factor: int,
-    configs: tuple[str, ...], under_replicated_partitions: bool, unavailable_partitions: bool,
-    command_config: dict[str, str],
-) -> None:
-    """Create, list, describe and delete topics, as kafka-topics.sh does."""
-    from odradek.admin import create_topic, delete_topic, describe_topics, list_topics
-    if action is None:
-        raise click.UsageError("one of --create, --list, --describe, --delete is required")
-    with connect(bootstrap, command_config) as conn:
-        if action == "list":
-            for name in list_topics(conn):
-                click.echo(name)
-        elif action == "create":
-            if not topic:
-                raise click.UsageError("--create needs --topic")
-            error, message = create_topic(conn, topic, partitions, replication_factor, _parse_overrides(configs))
-            if error != ErrorCode.none:
-                raise click.ClickException(f"{error.name.upper()}: {message or ''}".rstrip(": "))
-            click.echo(f"Created topic {topic}.")
-        elif action == "delete":
-            if not topic:
-                raise click.UsageError("--delete needs --topic")
-            error, message = delete_topic(conn, topic)
-            if error != ErrorCode.none:
-                raise click.ClickException(f"{error.name.upper()}: {message or ''}".rstrip(": "))
-            click.echo(f"Deleted topic {topic}.")
-        else:
-            for line in describe_topics(conn, topic, under_replicated_partitions, unavailable_partitions):
-                click.echo(line)
-
-
-@main.command()
-@click.option("--brokers", default=3, show_default=True, type=int)
-@click.option("--events", default=20000, show_default=True, type=int, help="clickstream events to produce")
-@click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
-@click.option("--data-dir", default=None, type=click.Path(path_type=Path))
-@click.option("--verbose", is_flag=True, help="show the brokers', clients' and Spark's logs and progress bars here")
-def demo(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool) -> None:
-    """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
-    from odradek.demo import run
-    from odradek.runner import configure_logging
-
-    configure_logging("WARNING")
-    if not run(brokers, events, seconds, data_dir, verbose):
-        raise SystemExit(1)
-
-
-def _mount_subcommands() -> None:
-    """One import and one line per subcommand module, so branches adding commands merge without conflicts."""
-    from odradek.cli_acls import acls
-    from odradek.cli_assign import assign
-    from odradek.cli_cluster import elect, reassign
-    from odradek.cli_configs import configs
-    from odradek.cli_console import consume, produce
-    from odradek.cli_dump_log import dump_log_command
-    from odradek.cli_groups import groups
-    from odradek.cli_perf import perf
-    from odradek.cli_schema_registry import schema_registry
-    from odradek.cli_schemas import schemas
-    from odradek.cli_transactions import transactions
-
-    main.add_command(acls)
-    main.add_command(assign)
-    main.add_command(reassign)
-    main.add_command(elect)
-    main.add_command(groups)
-    main.add_command(configs)
-    main.add_command(produce)
-    main.add_command(consume)
-    main.add_command(dump_log_command)
-    main.add_command(perf)
-    main.add_command(schema_registry)
-    main.add_command(schemas)
-    main.add_command(transactions)
-
-
-_mount_subcommands()

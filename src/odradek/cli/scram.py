@@ -4,7 +4,7 @@
 sets credentials (iterations default to 4096, as ConfigCommand's), ``--delete-config SCRAM-SHA-512`` removes one,
 ``--describe`` prints ``SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192``.
 Through AlterUserScramCredentials and DescribeUserScramCredentials, so the password never leaves this process
-(the client salts and hashes it). ``--command-config`` (:mod:`odradek.cli_security`) reaches a cluster that is
+(the client salts and hashes it). ``--command-config`` (:mod:`odradek.cli.security`) reaches a cluster that is
 reachable only over SASL or TLS.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import wait_result
+from odradek.cli.output import wait_result
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 DEFAULT_ITERATIONS = 4096

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
+from odradek.cli.clients import closed_when_done
 from odradek.client import KafkaConnection
 from odradek.security.client_config import (
     ClientConfigError,
@@ -60,7 +61,7 @@ def connect(address: str, properties: Mapping[str, str], client_id: str = "odrad
 def rdkafka_config(bootstrap: str, properties: Mapping[str, str], overrides: Sequence[str] = ()) -> dict[str, Any]:
     """librdkafka settings: bootstrap servers, the properties file translated, then ``name=value`` overrides (a
     tool's ``--producer-property`` wins over its config file, as in Kafka's tools)."""
-    from odradek.cli_output import kafka_config
+    from odradek.cli.output import kafka_config
 
     config: dict[str, Any] = {"bootstrap.servers": bootstrap} if bootstrap else {}
     config.update(librdkafka_properties(properties))
@@ -85,7 +86,7 @@ def admin(bootstrap: str, properties: Mapping[str, str], overrides: Sequence[str
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    client = AdminClient(rdkafka_config(bootstrap, properties, overrides))
+    client = closed_when_done(AdminClient(rdkafka_config(bootstrap, properties, overrides)))
     if not properties:
         return client
     deadline = time.monotonic() + timeout_s

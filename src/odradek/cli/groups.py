@@ -17,9 +17,9 @@ from typing import Any
 
 import click
 
-from odradek.cli_output import MISSING, print_table, wait_result
-from odradek.cli_security import admin as secured_admin
-from odradek.cli_security import command_config_option
+from odradek.cli.output import MISSING, print_table, wait_result
+from odradek.cli.security import admin as secured_admin
+from odradek.cli.security import command_config_option
 
 TP = tuple[str, int]
 NO_OFFSET = -1001  # librdkafka's OFFSET_INVALID: the group has no committed offset for the partition

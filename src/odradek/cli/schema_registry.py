@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from odradek.cli_security import command_config_option, rdkafka_config
+from odradek.cli.security import command_config_option, rdkafka_config
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_PORT = 8081
