@@ -4,14 +4,14 @@ ZooKeeper is the session's one (the ``zookeeper`` fixture of ``tests/conftest.py
 ``java`` on a random loopback port). It never skips: a missing JVM or jar fails.
 Each test gets its own chroot, so tests cannot see each other's znodes.
 
-``async def`` tests are run here with ``asyncio.run`` (no plugin needed) under a deadline.
+``async def`` tests run under pytest-asyncio (tests/conftest.py) with a deadline each.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from coordination_support import CuttableProxy, unique_chroot
@@ -26,14 +26,12 @@ ASYNC_TEST_DEADLINE_S = 90.0
 # ------------------------------------------------------------------------------------------- async tests
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    names = pyfuncitem._fixtureinfo.argnames
-    kwargs = {name: pyfuncitem.funcargs[name] for name in names}
-    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_DEADLINE_S))
-    return True
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each ``async def`` test here fails after ASYNC_TEST_DEADLINE_S of its own run (fixtures' setup not counted)."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here) and inspect.iscoroutinefunction(getattr(item, "obj", None)):
+            item.add_marker(pytest.mark.timeout(ASYNC_TEST_DEADLINE_S, func_only=True))
 
 
 # ------------------------------------------------------------------------------------------- backends

@@ -8,7 +8,6 @@ would serve.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import uuid
 from typing import Any
@@ -199,22 +198,20 @@ async def test_failed_upgrade_leaves_the_classic_group_and_the_next_one_converts
     assert not other.ctx.groups["g"].members
 
 
-def test_background_tombstones_that_fail_leave_the_offsets() -> None:
-    async def main() -> None:
-        h = Harness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1_000)
-        await h.load()
-        await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
-        h.log.fail_with = E.not_enough_replicas
-        await h.advance(61_000)
-        assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
-        assert await h.coord.remove_offsets_for_topics(["t"]) == 1
-        assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
-        h.log.fail_with = None
-        await h.advance(1_000)
-        assert "solo" not in h.coord.ctx.groups
-        keys = [k for k, v in h.log.records(0) if v is None]
-        assert OffsetKey("solo", "t", 0) in keys and GroupKey("solo") in keys
-        assert "solo" not in (await reloaded(h)).ctx.groups
+async def test_background_tombstones_that_fail_leave_the_offsets() -> None:
+    h = Harness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1_000)
+    await h.load()
+    await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
+    h.log.fail_with = E.not_enough_replicas
+    await h.advance(61_000)
+    assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
+    assert await h.coord.remove_offsets_for_topics(["t"]) == 1
+    assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
+    h.log.fail_with = None
+    await h.advance(1_000)
+    assert "solo" not in h.coord.ctx.groups
+    keys = [k for k, v in h.log.records(0) if v is None]
+    assert OffsetKey("solo", "t", 0) in keys and GroupKey("solo") in keys
+    assert "solo" not in (await reloaded(h)).ctx.groups
 
-    asyncio.run(main())
 

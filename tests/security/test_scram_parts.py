@@ -91,29 +91,27 @@ def test_credentials_are_kafkas_strings() -> None:
             ScramCredential.from_string(bad)
 
 
-def test_store_keeps_other_keys_and_announces_the_change() -> None:
-    async def run() -> None:
-        backend = EmbeddedBackend()
-        session = await backend.session()
-        await session.create(user_config_path("alice"), json.dumps(
-            {"version": 1, "config": {"producer_byte_rate": "1024"}}).encode(), make_parents=True)
-        credential = make_credential("SCRAM-SHA-256", "alice-secret", 8192)
-        await alter_credentials(session, "alice", {"SCRAM-SHA-256": credential}, [])
-        data, _ = await session.get("/config/users/alice")
-        doc = json.loads(data)
-        assert doc == {"version": 1, "config": {"producer_byte_rate": "1024",
-                                                "SCRAM-SHA-256": credential.to_string()}}
-        assert await read_credential(session, "SCRAM-SHA-256", "alice") == credential
-        assert await read_credential(session, "SCRAM-SHA-512", "alice") is None
-        changes = await session.children("/config/changes")
-        note, _ = await session.get(f"/config/changes/{sorted(changes)[-1]}")
-        assert json.loads(note) == {"version": 2, "entity_path": "users/alice"}
-        await alter_credentials(session, "bob smith*", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "x")}, [])
-        assert sanitize("bob smith*") == "bob%20smith%2A"
-        assert await describe_credentials(session, None) == {"alice": {"SCRAM-SHA-256": 8192},
-                                                             "bob smith*": {"SCRAM-SHA-512": 4096}}
-        await alter_credentials(session, "alice", {}, ["SCRAM-SHA-256"])
-        assert json.loads((await session.get("/config/users/alice"))[0])["config"] == {"producer_byte_rate": "1024"}
-        await backend.close()
+async def test_store_keeps_other_keys_and_announces_the_change() -> None:
+    backend = EmbeddedBackend()
+    session = await backend.session()
+    await session.create(user_config_path("alice"), json.dumps(
+        {"version": 1, "config": {"producer_byte_rate": "1024"}}).encode(), make_parents=True)
+    credential = make_credential("SCRAM-SHA-256", "alice-secret", 8192)
+    await alter_credentials(session, "alice", {"SCRAM-SHA-256": credential}, [])
+    data, _ = await session.get("/config/users/alice")
+    doc = json.loads(data)
+    assert doc == {"version": 1, "config": {"producer_byte_rate": "1024",
+                                            "SCRAM-SHA-256": credential.to_string()}}
+    assert await read_credential(session, "SCRAM-SHA-256", "alice") == credential
+    assert await read_credential(session, "SCRAM-SHA-512", "alice") is None
+    changes = await session.children("/config/changes")
+    note, _ = await session.get(f"/config/changes/{sorted(changes)[-1]}")
+    assert json.loads(note) == {"version": 2, "entity_path": "users/alice"}
+    await alter_credentials(session, "bob smith*", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "x")}, [])
+    assert sanitize("bob smith*") == "bob%20smith%2A"
+    assert await describe_credentials(session, None) == {"alice": {"SCRAM-SHA-256": 8192},
+                                                         "bob smith*": {"SCRAM-SHA-512": 4096}}
+    await alter_credentials(session, "alice", {}, ["SCRAM-SHA-256"])
+    assert json.loads((await session.get("/config/users/alice"))[0])["config"] == {"producer_byte_rate": "1024"}
+    await backend.close()
 
-    asyncio.run(run())
