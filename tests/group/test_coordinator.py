@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -116,23 +116,17 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def scenario(fn: Callable[[Harness], Coroutine[Any, Any, None]]) -> Callable[[], None]:
-    def run() -> None:
-        async def main() -> None:
-            h = Harness()
-            await h.load()
-            await fn(h)
-
-        asyncio.run(main())
-
-    run.__name__ = fn.__name__
-    return run
+@pytest.fixture
+async def h() -> Harness:
+    """A coordinator that has loaded its (empty) partition of ``__consumer_offsets``."""
+    harness = Harness()
+    await harness.load()
+    return harness
 
 
 # --- joining ------------------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_member_id_required_then_join_completes_as_leader(h: Harness) -> None:
     first = await h.join(client_id="my-client")
     assert first.error is E.member_id_required
@@ -146,13 +140,11 @@ async def test_member_id_required_then_join_completes_as_leader(h: Harness) -> N
     assert h.group().state is GroupState.COMPLETING_REBALANCE
 
 
-@scenario
 async def test_join_before_v4_needs_no_member_id_round_trip(h: Harness) -> None:
     (result,) = await h.complete(h.join(require_known=False))
     assert result.error is E.none and result.generation_id == 1
 
 
-@scenario
 async def test_join_with_unknown_member_id_and_bad_session_timeouts(h: Harness) -> None:
     assert (await h.join("nobody")).error is E.unknown_member_id
     assert (await h.join(session=5_999)).error is E.invalid_session_timeout
@@ -191,7 +183,6 @@ async def test_initial_delay_is_bounded_by_the_rebalance_timeout() -> None:
     assert [r.generation_id for r in results] == [1, 1, 1]
 
 
-@scenario
 async def test_sync_hands_out_the_leaders_assignment_and_stores_it(h: Harness) -> None:
     results = await h.stable_group(2)
     leader, follower = results
@@ -208,7 +199,6 @@ async def test_sync_hands_out_the_leaders_assignment_and_stores_it(h: Harness) -
     }
 
 
-@scenario
 async def test_follower_sync_waits_for_the_leader(h: Harness) -> None:
     ra, rb = await h.complete(await h.new_member(), await h.new_member())
     leader, follower = (ra, rb) if ra.member_id == ra.leader_id else (rb, ra)
@@ -219,7 +209,6 @@ async def test_follower_sync_waits_for_the_leader(h: Harness) -> None:
     assert (await waiting).assignment == b"yours"
 
 
-@scenario
 async def test_sync_errors(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     assert (await h.coord.sync_group("g", 2, r.member_id, None)).error is E.illegal_generation
@@ -232,7 +221,6 @@ async def test_sync_errors(h: Harness) -> None:
 # --- protocol selection -------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_protocol_selected_by_votes_among_commonly_supported(h: Harness) -> None:
     prefs = [
         (("range", b"a"), ("roundrobin", b"a")),
@@ -246,7 +234,6 @@ async def test_protocol_selected_by_votes_among_commonly_supported(h: Harness) -
     assert [m[2] for m in leader.members] == [b"a", b"b", b"c"]
 
 
-@scenario
 async def test_inconsistent_protocols_are_rejected(h: Harness) -> None:
     await h.stable_group(1)
     assert (await h.join(protocols=(("sticky", b""),))).error is E.inconsistent_group_protocol
@@ -254,7 +241,6 @@ async def test_inconsistent_protocols_are_rejected(h: Harness) -> None:
     assert (await h.join(group="other", protocols=())).error is E.inconsistent_group_protocol
 
 
-@scenario
 async def test_protocol_tie_goes_to_the_first_vote_in_join_order(h: Harness) -> None:
     both = (("a", b""), ("b", b""))
     t1 = await h.new_member(protocols=both)
@@ -266,7 +252,6 @@ async def test_protocol_tie_goes_to_the_first_vote_in_join_order(h: Harness) -> 
 # --- heartbeats, session and rebalance timeouts -------------------------------------------------------------
 
 
-@scenario
 async def test_heartbeat_answers(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     assert h.coord.heartbeat("g", 1, r.member_id, None) is E.none
@@ -278,7 +263,6 @@ async def test_heartbeat_answers(h: Harness) -> None:
     other.cancel()
 
 
-@scenario
 async def test_session_expiry_removes_member_and_rebalances(h: Harness) -> None:
     a, b = await h.stable_group(2)
     for _ in range(3):
@@ -293,7 +277,6 @@ async def test_session_expiry_removes_member_and_rebalances(h: Harness) -> None:
     assert [m[0] for m in again.members] == [a.member_id]
 
 
-@scenario
 async def test_rebalance_timeout_drops_members_that_do_not_rejoin(h: Harness) -> None:
     a, b = await h.stable_group(2)
     leader, follower = (a, b) if a.member_id == a.leader_id else (b, a)
@@ -308,7 +291,6 @@ async def test_rebalance_timeout_drops_members_that_do_not_rejoin(h: Harness) ->
     assert h.coord.heartbeat("g", 2, follower.member_id, None) is E.unknown_member_id
 
 
-@scenario
 async def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(h: Harness) -> None:
     ra, rb = await h.complete(await h.new_member(), await h.new_member())
     leader, follower = (ra, rb) if ra.member_id == ra.leader_id else (rb, ra)
@@ -322,7 +304,6 @@ async def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(h:
     assert h.group().state is GroupState.PREPARING_REBALANCE
 
 
-@scenario
 async def test_new_member_id_expires_if_second_join_never_comes(h: Harness) -> None:
     first = await h.join()
     assert first.member_id in h.group().pending_members
@@ -334,7 +315,6 @@ async def test_new_member_id_expires_if_second_join_never_comes(h: Harness) -> N
 # --- leaving ------------------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_leaving_leader_is_replaced_by_first_remaining_member(h: Harness) -> None:
     results = await h.stable_group(3)
     order = [m[0] for m in next(r for r in results if r.members).members]
@@ -347,7 +327,6 @@ async def test_leaving_leader_is_replaced_by_first_remaining_member(h: Harness) 
     assert await h.coord.leave_group("g", [("ghost", None)]) == (E.none, [E.unknown_member_id])
 
 
-@scenario
 async def test_last_member_leaving_empties_the_group_and_stores_it(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     await h.coord.leave_group("g", [(r.member_id, None)])
@@ -362,7 +341,6 @@ async def test_last_member_leaving_empties_the_group_and_stores_it(h: Harness) -
 # --- static membership --------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_static_member_rejoin_takes_its_place_without_rebalance(h: Harness) -> None:
     (r1,) = await h.complete(h.join(instance="i-1"))  # static members skip MEMBER_ID_REQUIRED
     assert r1.member_id.startswith("i-1-")
@@ -385,7 +363,6 @@ async def test_static_member_rejoin_takes_its_place_without_rebalance(h: Harness
     assert [m.member_id for m in stored.members] == [rejoined.member_id, r2.member_id]
 
 
-@scenario
 async def test_static_member_survives_rebalance_without_rejoining(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
@@ -401,7 +378,6 @@ async def test_static_member_survives_rebalance_without_rejoining(h: Harness) ->
     assert h.coord.heartbeat("g", 2, rs.member_id, "i-1") is E.none
 
 
-@scenario
 async def test_static_member_leaves_by_instance_id(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
@@ -409,7 +385,6 @@ async def test_static_member_leaves_by_instance_id(h: Harness) -> None:
     assert await h.coord.leave_group("g", [("wrong", "i-9")]) == (E.none, [E.unknown_member_id])
 
 
-@scenario
 async def test_fenced_static_member_cannot_join_or_commit(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
@@ -421,7 +396,6 @@ async def test_fenced_static_member_cannot_join_or_commit(h: Harness) -> None:
 # --- offsets ------------------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_commit_and_fetch_offsets(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     result = await h.coord.commit_offsets(
@@ -436,7 +410,6 @@ async def test_commit_and_fetch_offsets(h: Harness) -> None:
     assert h.coord.fetch_offsets("unknown", [("t", 0)]) == (E.none, {("t", 0): None})
 
 
-@scenario
 async def test_commit_checks_membership_and_generation(h: Harness) -> None:
     tp = {("t", 0): OffsetCommit(1)}
     assert await h.coord.commit_offsets("g", "m", None, 3, tp) == {("t", 0): E.illegal_generation}
@@ -450,7 +423,6 @@ async def test_commit_checks_membership_and_generation(h: Harness) -> None:
     assert standalone == {("t", 0): E.offset_metadata_too_large, ("t", 1): E.none}
 
 
-@scenario
 async def test_failed_appends_map_to_group_errors(h: Harness) -> None:
     h.log.fail_with = E.not_leader_or_follower
     result = await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
@@ -463,7 +435,6 @@ async def test_failed_appends_map_to_group_errors(h: Harness) -> None:
     assert h.group().state is GroupState.PREPARING_REBALANCE
 
 
-@scenario
 async def test_offsets_wait_until_the_append_is_committed(h: Harness) -> None:
     h.log.gate = asyncio.Event()
     commit = asyncio.ensure_future(h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(3)}))
@@ -529,7 +500,6 @@ async def test_not_coordinator_loading_and_unloading() -> None:
 # --- listing, describing, deleting --------------------------------------------------------------------------
 
 
-@scenario
 async def test_list_and_describe(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
@@ -553,7 +523,6 @@ async def test_list_and_describe(h: Harness) -> None:
     assert h.coord.describe_group("nope") == (E.none, None)
 
 
-@scenario
 async def test_delete_groups(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     await h.coord.commit_offsets("g", r.member_id, None, 1, {("t", 0): OffsetCommit(9)})
@@ -612,7 +581,6 @@ async def test_group_max_size(max_size: int) -> None:
 # --- rejoins that do not change the group ----------------------------------------------------------------------
 
 
-@scenario
 async def test_rejoins_with_unchanged_metadata_do_not_rebalance(h: Harness) -> None:
     a, b = await h.complete(await h.new_member(), await h.new_member())
     leader, follower = (a, b) if a.member_id == a.leader_id else (b, a)
@@ -630,7 +598,6 @@ async def test_rejoins_with_unchanged_metadata_do_not_rebalance(h: Harness) -> N
     assert first.generation_id == second.generation_id == 2
 
 
-@scenario
 async def test_a_second_join_supersedes_the_first(h: Harness) -> None:
     a, b = await h.stable_group(2)
     stale = h.join(a.member_id)  # the group now waits for b to rejoin
@@ -641,7 +608,6 @@ async def test_a_second_join_supersedes_the_first(h: Harness) -> None:
     assert (await fresh).generation_id == rb.generation_id == 2
 
 
-@scenario
 async def test_static_rejoin_with_new_protocols_or_while_awaiting_sync_rebalances(h: Harness) -> None:
     (r,) = await h.complete(h.join(instance="i-1"))
     # Still CompletingRebalance: the old id may already be in the leader's plan, so a new generation starts.
@@ -652,7 +618,6 @@ async def test_static_rejoin_with_new_protocols_or_while_awaiting_sync_rebalance
     assert r3.generation_id == 3 and r3.protocol_name == "roundrobin"
 
 
-@scenario
 async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_reverts(h: Harness) -> None:
     (r,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([r])
@@ -704,7 +669,6 @@ async def test_load_skips_foreign_records_and_unload_wins_over_a_running_load() 
     assert not h3.coord.owns(0) and not h3.coord.is_loading(0) and h3.group("solo") is None
 
 
-@scenario
 async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
     await h.coord.commit_offsets("solo", "", None, -1, {("gone", 0): OffsetCommit(1), ("kept", 0): OffsetCommit(2)})
     await h.coord.commit_offsets("only-gone", "", None, -1, {("gone", 1): OffsetCommit(3)})
@@ -714,7 +678,6 @@ async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
     assert (OffsetKey("solo", "gone", 0), None) in h.log.records(0)
 
 
-@scenario
 async def test_frequent_heartbeats_keep_one_timer_per_member(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     timers = len(h.coord.ctx.timers)
