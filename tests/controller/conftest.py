@@ -17,10 +17,12 @@ ASYNC_TEST_DEADLINE_S = 60.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each ``async def`` test here fails after ASYNC_TEST_DEADLINE_S of its own run (fixtures' setup not counted)."""
+    """Each ``async def`` test here without a deadline of its own fails after ASYNC_TEST_DEADLINE_S of its run (its
+    fixtures' setup not counted)."""
     here = Path(__file__).parent
     for item in items:
-        if item.path.is_relative_to(here) and inspect.iscoroutinefunction(getattr(item, "obj", None)):
+        if (item.path.is_relative_to(here) and inspect.iscoroutinefunction(getattr(item, "obj", None))
+                and item.get_closest_marker("timeout") is None):
             item.add_marker(pytest.mark.timeout(ASYNC_TEST_DEADLINE_S, func_only=True))
 
 
