@@ -116,14 +116,6 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-@pytest.fixture
-async def h() -> Harness:
-    """A coordinator that has loaded its (empty) partition of ``__consumer_offsets``."""
-    harness = Harness()
-    await harness.load()
-    return harness
-
-
 # --- joining ------------------------------------------------------------------------------------------------
 
 

@@ -18,7 +18,7 @@ from odradek.placement.model import TopicPartition
 from odradek.protocol.records import decode_batch, encode_batch
 
 from .memlog import MemoryOffsetsLog
-from .test_coordinator import Harness, scenario
+from .test_coordinator import Harness
 
 E = ErrorCode
 TP = TopicPartition("t", 0)
@@ -62,7 +62,6 @@ def visible(h: Harness, group: str = "g") -> int | None:
     return None if value is None else value.offset
 
 
-@scenario
 async def test_offsets_stay_pending_until_commit_marker(h: Harness) -> None:
     assert await txn_commit(h, 10) is E.none
     # In the log as the producer's transactional batch, invisible to OffsetFetch, unstable under require_stable.
@@ -76,7 +75,6 @@ async def test_offsets_stay_pending_until_commit_marker(h: Harness) -> None:
     assert h.coord.unstable_offsets("g", [TP]) == set()
 
 
-@scenario
 async def test_abort_drops_the_pending_offsets(h: Harness) -> None:
     await h.coord.commit_offsets("g", "", None, -1, {TP: OffsetCommit(5)})
     assert await txn_commit(h, 10) is E.none
@@ -87,7 +85,6 @@ async def test_abort_drops_the_pending_offsets(h: Harness) -> None:
     assert visible(h) == 5
 
 
-@scenario
 async def test_a_later_plain_commit_wins_over_an_earlier_transactional_one(h: Harness) -> None:
     assert await txn_commit(h, 10) is E.none
     await h.coord.commit_offsets("g", "", None, -1, {TP: OffsetCommit(20)})
@@ -96,7 +93,6 @@ async def test_a_later_plain_commit_wins_over_an_earlier_transactional_one(h: Ha
     assert visible(h) == 20  # the transaction's record is older in the log: Kafka's olderThan keeps 20
 
 
-@scenario
 async def test_a_transaction_appended_after_a_plain_commit_replaces_it(h: Harness) -> None:
     await h.coord.commit_offsets("g", "", None, -1, {TP: OffsetCommit(20)})
     assert await txn_commit(h, 30) is E.none
@@ -105,7 +101,6 @@ async def test_a_transaction_appended_after_a_plain_commit_replaces_it(h: Harnes
     assert visible(h) == 30
 
 
-@scenario
 async def test_two_producers_complete_independently(h: Harness) -> None:
     assert await txn_commit(h, 10, producer_id=1) is E.none
     assert await txn_commit(h, 11, producer_id=2) is E.none
@@ -116,7 +111,6 @@ async def test_two_producers_complete_independently(h: Harness) -> None:
     assert visible(h) == 11  # producer 1's record is older than producer 2's
 
 
-@scenario
 async def test_kip_447_member_fields_are_checked(h: Harness) -> None:
     results = await h.stable_group(1)
     member = results[0]
@@ -128,7 +122,6 @@ async def test_kip_447_member_fields_are_checked(h: Harness) -> None:
     assert await txn_commit(h, 1, group="") is E.invalid_group_id
 
 
-@scenario
 async def test_failed_append_leaves_nothing_pending(h: Harness) -> None:
     h.log.fail_with = E.not_leader_or_follower
     assert await txn_commit(h, 10) is E.not_coordinator
