@@ -49,7 +49,7 @@ def test_odradek_refuses_an_unknown_loop_with_a_clear_message(tmp_path) -> None:
 
 
 async def test_async_tests_run_on_the_chosen_loop() -> None:
-    """tests/conftest.py hands pytest-asyncio the factory ``ODRADEK_EVENT_LOOP`` picks: tests run on the brokers' loop."""
+    """tests/conftest.py gives pytest-asyncio the factory ``ODRADEK_EVENT_LOOP`` picks: the brokers' loop."""
     chosen = event_loop.new_event_loop()
     chosen.close()
     assert type(asyncio.get_running_loop()) is type(chosen)
