@@ -9,13 +9,13 @@ Each test gets its own chroot, so tests cannot see each other's znodes.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from coordination_support import CuttableProxy, unique_chroot
 
+from async_deadline import add_deadline
 from odradek.clock import ManualClock
 from odradek.coordination import Backend, EmbeddedBackend, ZooKeeperBackend
 from odradek.coordination.localzk import LocalZooKeeper
@@ -27,13 +27,7 @@ ASYNC_TEST_DEADLINE_S = 90.0
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each ``async def`` test here without a deadline of its own fails after ASYNC_TEST_DEADLINE_S of its run (its
-    fixtures' setup not counted)."""
-    here = Path(__file__).parent
-    for item in items:
-        if (item.path.is_relative_to(here) and inspect.iscoroutinefunction(getattr(item, "obj", None))
-                and item.get_closest_marker("timeout") is None):
-            item.add_marker(pytest.mark.timeout(ASYNC_TEST_DEADLINE_S, func_only=True))
+    add_deadline(items, Path(__file__).parent, ASYNC_TEST_DEADLINE_S)
 
 
 # ------------------------------------------------------------------------------------------- backends

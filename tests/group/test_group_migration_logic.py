@@ -136,13 +136,20 @@ def test_classic_member_metadata_survives_the_records() -> None:
 
 # --- the coordinator: conversion records, the join timeout, reload -----------------------------------------
 
+UNDELAYED = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
 
-async def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() -> None:
+
+async def loaded_coordinator() -> tuple[ManualClock, MemoryOffsetsLog, GroupCoordinator]:
+    """Broker 0's coordinator on a fresh in-memory log of one partition (joins not delayed), loaded."""
     clock, log = ManualClock(), MemoryOffsetsLog()
-    config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
-    coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
+    coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=UNDELAYED)
     coord.topics_source = lambda: TOPICS
     await coord.load_partition(0)
+    return clock, log, coord
+
+
+async def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() -> None:
+    clock, log, coord = await loaded_coordinator()
     protocols = [("range", subscription(1, [TOPIC]))]
 
     def join(member_id: str) -> Any:
@@ -179,7 +186,7 @@ async def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reload
     assert coord.heartbeat("g", 2, c1, None) is E.none
 
     # A second coordinator reading the log sees a consumer group with a classic member.
-    other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
+    other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=UNDELAYED)
     await other.load_partition(0)
     reloaded = other.consumer_groups.groups["g"]
     assert reloaded.members[c1].classic is not None and reloaded.members[c1].assigned == {TOPIC: got}
@@ -203,11 +210,7 @@ async def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reload
 
 
 async def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
-    clock, log = ManualClock(), MemoryOffsetsLog()
-    config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
-    coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
-    coord.topics_source = lambda: TOPICS
-    await coord.load_partition(0)
+    clock, log, coord = await loaded_coordinator()
     new = await coord.consumer_heartbeat(
         HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
     )
@@ -233,7 +236,7 @@ async def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> 
     ))
     assert again.error is E.none and again.generation_id == 3 and again.leader_id == joined.member_id
     # Reloaded: a classic group, the consumer group's records gone.
-    other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
+    other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=UNDELAYED)
     await other.load_partition(0)
     assert "g" not in other.consumer_groups.groups
     assert list(other.ctx.groups["g"].members) == [joined.member_id]
