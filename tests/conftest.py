@@ -1,8 +1,11 @@
 """Shared fixtures: real odradek brokers as subprocesses on random loopback ports; one real ZooKeeper for the session;
-Apache Kafka 3.9 (ZooKeeper mode, on that ZooKeeper) and 4.x (KRaft) brokers, one of each for the session."""
+Apache Kafka 3.9 (ZooKeeper mode, on that ZooKeeper) and 4.x (KRaft) brokers, one of each for the session.
+
+``async def`` tests run under pytest-asyncio (auto mode, pyproject.toml) on the loop odradek's brokers run on."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +16,17 @@ from brokers import BrokerProcess
 from kafka_clients import close_opened
 from odradek.apache_kafka import KAFKA_3, KAFKA_4, KafkaCluster
 from odradek.coordination.localzk import LocalZooKeeper
+from odradek.event_loop import loop_factory
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """pytest-asyncio's loops are of the kind ``ODRADEK_EVENT_LOOP`` picks (uvloop unless it says asyncio).
+
+    One factory, so each test runs once (not once per loop kind) and its id stays as it was.
+    """
+    return {"odradek": loop_factory()}
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -46,3 +46,10 @@ def test_odradek_refuses_an_unknown_loop_with_a_clear_message(tmp_path) -> None:
                           env={**env, "PYTHONPATH": ":".join(sys.path)}, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "ODRADEK_EVENT_LOOP='nonsense'" in proc.stderr
+
+
+async def test_async_tests_run_on_the_chosen_loop() -> None:
+    """tests/conftest.py gives pytest-asyncio the factory ``ODRADEK_EVENT_LOOP`` picks: the brokers' loop."""
+    chosen = event_loop.new_event_loop()
+    chosen.close()
+    assert type(asyncio.get_running_loop()) is type(chosen)

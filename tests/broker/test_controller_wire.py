@@ -86,22 +86,20 @@ def test_a_big_request_sent_again_is_answered_by_its_first_application(broker: B
     assert broker.log_text().count(resends) == 1, "after another request, the same bytes are applied afresh"
 
 
-def test_a_resend_waits_for_the_first_copy_still_being_applied() -> None:
-    async def main() -> None:
-        resent = ResentRequests()
-        body = bytes(LARGE_BODY + 1)
-        assert resent.begin(LEADER_AND_ISR, b"small") is None, "small requests are cheap to apply again"
-        pending = resent.begin(LEADER_AND_ISR, body)
-        assert pending is not None
-        assert resent.first_of(LEADER_AND_ISR, body) is pending
-        waiter = asyncio.ensure_future(asyncio.shield(pending))
-        pending.set_result(b"response")
-        assert await waiter == b"response"
-        resent.abandon(pending)
-        assert resent.first_of(LEADER_AND_ISR, body) is None
-        again = resent.begin(LEADER_AND_ISR, body)
-        assert again is not None
-        assert resent.first_of(LEADER_AND_ISR + 2, body) is None  # another API: forgotten
-        assert resent.first_of(LEADER_AND_ISR, body) is None
+async def test_a_resend_waits_for_the_first_copy_still_being_applied() -> None:
+    resent = ResentRequests()
+    body = bytes(LARGE_BODY + 1)
+    assert resent.begin(LEADER_AND_ISR, b"small") is None, "small requests are cheap to apply again"
+    pending = resent.begin(LEADER_AND_ISR, body)
+    assert pending is not None
+    assert resent.first_of(LEADER_AND_ISR, body) is pending
+    waiter = asyncio.ensure_future(asyncio.shield(pending))
+    pending.set_result(b"response")
+    assert await waiter == b"response"
+    resent.abandon(pending)
+    assert resent.first_of(LEADER_AND_ISR, body) is None
+    again = resent.begin(LEADER_AND_ISR, body)
+    assert again is not None
+    assert resent.first_of(LEADER_AND_ISR + 2, body) is None  # another API: forgotten
+    assert resent.first_of(LEADER_AND_ISR, body) is None
 
-    asyncio.run(main())

@@ -166,42 +166,39 @@ class Watched:
         self.unwatched.append(entry)
 
 
-def test_events_make_a_partition_dirty_and_wake_only_the_fetch_that_waits_for_them() -> None:
-    loop = asyncio.new_event_loop()
-    try:
-        cache, _ = make()
-        follower = cache.get(create(cache, 1, privileged=True))
-        consumer = cache.get(create(cache, 1))
-        assert follower is not None and consumer is not None
-        f0, c0 = follower.topics["t"][0], consumer.topics["t"][0]
-        follower.settle([f0], [])
-        consumer.settle([c0], [])
-        follower.waiter, follower.wakes_on = loop.create_future(), APPEND | REPLICA
-        consumer.waiter, consumer.wakes_on = loop.create_future(), HIGH_WATERMARK | REPLICA
-        follower.on_event(f0, HIGH_WATERMARK, Stable(5))  # the follower is told the new HW next time, but not woken
-        assert list(follower.dirty) == [f0] and not follower.waiter.done()
-        consumer.on_event(c0, APPEND, Stable(-1))  # a consumer reads to the high watermark: an append alone is nothing
-        assert not consumer.dirty and not consumer.waiter.done()
-        follower.on_event(f0, APPEND, Stable(-1))
-        consumer.on_event(c0, HIGH_WATERMARK, Stable(5))
-        assert follower.waiter.done() and consumer.waiter.done()
-        # READ_COMMITTED: a high watermark move inside an open transaction (the LSO it was told stays) wakes nobody
-        consumer.waiter, consumer.read_committed = loop.create_future(), True
-        c0.last_stable_offset = 5
-        consumer.on_event(c0, HIGH_WATERMARK, Stable(5))
-        assert not consumer.waiter.done()
-        consumer.on_event(c0, HIGH_WATERMARK, Stable(6))
-        assert consumer.waiter.done()
-        # nobody waits for an ISR change; a closed session answers its parked fetch and stops watching
-        follower.waiter = loop.create_future()
-        follower.on_event(f0, ISR, Stable(-1))
-        assert not follower.waiter.done()
-        replica = Watched()
-        f0.watched = replica
-        cache.remove(follower.id)
-        assert follower.waiter.done() and replica.unwatched == [f0] and not follower.dirty
-    finally:
-        loop.close()
+async def test_events_make_a_partition_dirty_and_wake_only_the_fetch_that_waits_for_them() -> None:
+    loop = asyncio.get_running_loop()
+    cache, _ = make()
+    follower = cache.get(create(cache, 1, privileged=True))
+    consumer = cache.get(create(cache, 1))
+    assert follower is not None and consumer is not None
+    f0, c0 = follower.topics["t"][0], consumer.topics["t"][0]
+    follower.settle([f0], [])
+    consumer.settle([c0], [])
+    follower.waiter, follower.wakes_on = loop.create_future(), APPEND | REPLICA
+    consumer.waiter, consumer.wakes_on = loop.create_future(), HIGH_WATERMARK | REPLICA
+    follower.on_event(f0, HIGH_WATERMARK, Stable(5))  # the follower is told the new HW next time, but not woken
+    assert list(follower.dirty) == [f0] and not follower.waiter.done()
+    consumer.on_event(c0, APPEND, Stable(-1))  # a consumer reads to the high watermark: an append alone is nothing
+    assert not consumer.dirty and not consumer.waiter.done()
+    follower.on_event(f0, APPEND, Stable(-1))
+    consumer.on_event(c0, HIGH_WATERMARK, Stable(5))
+    assert follower.waiter.done() and consumer.waiter.done()
+    # READ_COMMITTED: a high watermark move inside an open transaction (the LSO it was told stays) wakes nobody
+    consumer.waiter, consumer.read_committed = loop.create_future(), True
+    c0.last_stable_offset = 5
+    consumer.on_event(c0, HIGH_WATERMARK, Stable(5))
+    assert not consumer.waiter.done()
+    consumer.on_event(c0, HIGH_WATERMARK, Stable(6))
+    assert consumer.waiter.done()
+    # nobody waits for an ISR change; a closed session answers its parked fetch and stops watching
+    follower.waiter = loop.create_future()
+    follower.on_event(f0, ISR, Stable(-1))
+    assert not follower.waiter.done()
+    replica = Watched()
+    f0.watched = replica
+    cache.remove(follower.id)
+    assert follower.waiter.done() and replica.unwatched == [f0] and not follower.dirty
 
 
 def test_no_slots_means_no_sessions() -> None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import io
 import struct
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
@@ -35,30 +36,28 @@ _batches = st.builds(
 )
 st.register_type_strategy(Records, st.one_of(st.binary(max_size=128), _batches))
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 
 class _NullWriter:
     def get_extra_info(self, name: str) -> tuple[str, int]:
         return ("127.0.0.1", 1)
 
 
-@pytest.fixture(scope="module")
-def loop_and_conn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, Connection]]:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)  # StreamReader() looks the loop up when it is built
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def conn(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Connection]:
+    """A connection to an in-process broker, on the module's loop (the tests' too: ``pytestmark``)."""
     data = Path(tmp_path_factory.mktemp("fuzz"))
     config = BrokerConfig.build(data_dir=str(data), overrides={"group.initial.rebalance.delay.ms": "0"})
     broker = Broker(config, EmbeddedBackend())
-    loop.run_until_complete(broker.start())
-    conn = Connection(broker.services, broker, asyncio.StreamReader(), _NullWriter())  # type: ignore[arg-type]
-    yield loop, conn
-    loop.run_until_complete(broker.stop())
-    asyncio.set_event_loop(None)
-    loop.close()
+    await broker.start()
+    yield Connection(broker.services, broker, asyncio.StreamReader(), _NullWriter())  # type: ignore[arg-type]
+    await broker.stop()
 
 
-def _dispatch(loop: asyncio.AbstractEventLoop, conn: Connection, frame: bytes) -> None:
+async def _dispatch(conn: Connection, frame: bytes) -> None:
     try:
-        loop.run_until_complete(asyncio.wait_for(conn.dispatch(frame), 10))
+        await asyncio.wait_for(conn.dispatch(frame), 10)
     except FrameError:
         pass
 
@@ -85,26 +84,23 @@ def _kio_apis(conn: Connection) -> list[tuple[int, object]]:
 
 @FUZZ
 @given(st.integers(4, 7), st.binary(max_size=256))
-def test_controller_api_frames(
-    loop_and_conn: tuple[asyncio.AbstractEventLoop, Connection], api_key: int, tail: bytes
+async def test_controller_api_frames(
+    conn: Connection, api_key: int, tail: bytes
 ) -> None:
-    loop, conn = loop_and_conn
-    _dispatch(loop, conn, struct.pack(">hhi", api_key, 0, 1) + tail)
+    await _dispatch(conn, struct.pack(">hhi", api_key, 0, 1) + tail)
 
 
 
 
 @FUZZ
 @given(st.binary(max_size=512))
-def test_random_frames(loop_and_conn: tuple[asyncio.AbstractEventLoop, Connection], frame: bytes) -> None:
-    loop, conn = loop_and_conn
-    _dispatch(loop, conn, frame)
+async def test_random_frames(conn: Connection, frame: bytes) -> None:
+    await _dispatch(conn, frame)
 
 
 @FUZZ
 @given(st.data())
-def test_mutated_valid_frames(loop_and_conn: tuple[asyncio.AbstractEventLoop, Connection], data: st.DataObject) -> None:
-    loop, conn = loop_and_conn
+async def test_mutated_valid_frames(conn: Connection, data: st.DataObject) -> None:
     api_key, module = data.draw(st.sampled_from(_kio_apis(conn)))
     version = data.draw(st.integers(module.MIN_VERSION, module.MAX_VERSION))
     schema = load_request_schema(api_key, version)
@@ -115,7 +111,7 @@ def test_mutated_valid_frames(loop_and_conn: tuple[asyncio.AbstractEventLoop, Co
         frame[pos] = data.draw(st.integers(0, 255))
     if data.draw(st.booleans()):
         frame = frame[: data.draw(st.integers(0, len(frame)))]
-    _dispatch(loop, conn, bytes(frame))
+    await _dispatch(conn, bytes(frame))
 
 
 ACL_APIS = (29, 30, 31)  # DescribeAcls, CreateAcls, DeleteAcls
@@ -134,11 +130,10 @@ def _names_unknown(body: object) -> bool:
 
 @FUZZ
 @given(st.data())
-def test_schema_valid_random_requests(
-    loop_and_conn: tuple[asyncio.AbstractEventLoop, Connection], data: st.DataObject
+async def test_schema_valid_random_requests(
+    conn: Connection, data: st.DataObject
 ) -> None:
     """Well-formed but arbitrary requests reach the handlers themselves: they must answer, not crash."""
-    loop, conn = loop_and_conn
     api_key, module = data.draw(st.sampled_from(_kio_apis(conn)))
     version = data.draw(st.integers(module.MIN_VERSION, module.MAX_VERSION))
     body = data.draw(st.from_type(load_request_schema(api_key, version)))
@@ -147,18 +142,17 @@ def test_schema_valid_random_requests(
         # Kafka refuses to parse an ACL request naming an UNKNOWN resource type, pattern type, operation or
         # permission (IllegalArgumentException while building the request): the connection closes.
         with pytest.raises(FrameError, match="UNKNOWN"):
-            loop.run_until_complete(asyncio.wait_for(conn.dispatch(frame), 10))
+            await asyncio.wait_for(conn.dispatch(frame), 10)
         return
     # well-formed requests must be answered: FrameError here would be a handler bug, so it is not caught
-    result = loop.run_until_complete(asyncio.wait_for(conn.dispatch(frame), 10))
+    result = await asyncio.wait_for(conn.dispatch(frame), 10)
     if result is not None:
         (size,) = struct.unpack(">i", bytes(result[0][:4]))
         assert size == sum(len(c) for c in result) - 4
 
 
-def test_broker_still_serves_after_fuzzing(loop_and_conn: tuple[asyncio.AbstractEventLoop, Connection]) -> None:
-    loop, conn = loop_and_conn
+async def test_broker_still_serves_after_fuzzing(conn: Connection) -> None:
     schema = load_request_schema(18, 3)
     body = schema(client_software_name="t", client_software_version="1")
-    result = loop.run_until_complete(conn.dispatch(_encode(18, 3, body)))
+    result = await conn.dispatch(_encode(18, 3, body))
     assert result is not None and len(b"".join(bytes(c) for c in result)) > 20

@@ -10,11 +10,12 @@ import datetime
 import io
 import logging
 import types
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
@@ -28,23 +29,22 @@ from odradek.protocol.framing import FrameError
 
 DESCRIBE_CLUSTER, METADATA, INIT_PRODUCER_ID = 60, 3, 22
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 
 class _NullWriter:
     def get_extra_info(self, name: str) -> tuple[str, int]:
         return ("127.0.0.1", 1)
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, Broker]]:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)  # StreamReader() looks the loop up when it is built
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def broker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Broker]:
+    """One broker for the module, on the module's loop (the tests' too: ``pytestmark``)."""
     config = BrokerConfig.build(data_dir=str(Path(tmp_path_factory.mktemp("handler-errors"))))
     broker = Broker(config, EmbeddedBackend())
-    loop.run_until_complete(broker.start())
-    yield loop, broker
-    loop.run_until_complete(broker.stop())
-    asyncio.set_event_loop(None)
-    loop.close()
+    await broker.start()
+    yield broker
+    await broker.stop()
 
 
 def _connection(broker: Broker, key: int, handle: Any) -> Connection:
@@ -80,14 +80,14 @@ async def _bug(ctx: Any, request: Any) -> Any:
     raise AttributeError("'NoneType' object has no attribute 'brokers'")
 
 
-def test_a_failing_handler_answers_unknown_server_error_and_logs_an_internal_error(
-    broker: tuple[asyncio.AbstractEventLoop, Broker], caplog: pytest.LogCaptureFixture
+async def test_a_failing_handler_answers_unknown_server_error_and_logs_an_internal_error(
+    broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    loop, b = broker
+    b = broker
     conn = _connection(b, DESCRIBE_CLUSTER, _bug)
     request = load_request_schema(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False)
     with caplog.at_level(logging.ERROR, logger="odradek.broker.connection"):
-        chunks = loop.run_until_complete(conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request)))
+        chunks = await conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request))
     header, response = _decoded(chunks, DESCRIBE_CLUSTER, 0)
     assert header.correlation_id == 7
     assert response.error_code == ErrorCode.unknown_server_error
@@ -95,18 +95,18 @@ def test_a_failing_handler_answers_unknown_server_error_and_logs_an_internal_err
     assert not any("malformed" in r.getMessage() for r in caplog.records)
 
 
-def test_a_failing_handler_without_an_error_code_closes_the_connection(
-    broker: tuple[asyncio.AbstractEventLoop, Broker]
+async def test_a_failing_handler_without_an_error_code_closes_the_connection(
+    broker: Broker
 ) -> None:
-    loop, b = broker
+    b = broker
     conn = _connection(b, METADATA, _bug)
     request = load_request_schema(METADATA, 1)(topics=None)
     with pytest.raises(FrameError, match="internal error handling metadata"):
-        loop.run_until_complete(conn.dispatch(_frame(METADATA, 1, request)))
+        await conn.dispatch(_frame(METADATA, 1, request))
 
 
-def test_a_null_the_schema_forbids_is_a_malformed_request(broker: tuple[asyncio.AbstractEventLoop, Broker]) -> None:
-    loop, b = broker
+async def test_a_null_the_schema_forbids_is_a_malformed_request(broker: Broker) -> None:
+    b = broker
 
     async def iterate(ctx: Any, request: Any) -> Any:
         return [t for t in request.topic_names]  # what a real handler does with the array
@@ -115,48 +115,48 @@ def test_a_null_the_schema_forbids_is_a_malformed_request(broker: tuple[asyncio.
     schema = load_request_schema(20, 1)
     request = schema(topic_names=None, timeout=datetime.timedelta(seconds=1))  # type: ignore[arg-type]
     with pytest.raises(FrameError, match="malformed: topic_names is null"):
-        loop.run_until_complete(conn.dispatch(_frame(20, 1, request)))
+        await conn.dispatch(_frame(20, 1, request))
 
 
 async def _refusal(ctx: Any, request: Any) -> Any:
     raise KafkaError(ErrorCode.cluster_authorization_failed, "not for you")
 
 
-def test_a_kafka_error_raised_out_of_a_handler_is_the_response_error(
-    broker: tuple[asyncio.AbstractEventLoop, Broker]
+async def test_a_kafka_error_raised_out_of_a_handler_is_the_response_error(
+    broker: Broker
 ) -> None:
-    loop, b = broker
+    b = broker
     conn = _connection(b, DESCRIBE_CLUSTER, _refusal)
     request = load_request_schema(DESCRIBE_CLUSTER, 0)(include_cluster_authorized_operations=False)
-    chunks = loop.run_until_complete(conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request)))
+    chunks = await conn.dispatch(_frame(DESCRIBE_CLUSTER, 0, request))
     header, response = _decoded(chunks, DESCRIBE_CLUSTER, 0)
     assert (header.correlation_id, response.error_code, response.error_message) == (
         7, ErrorCode.cluster_authorization_failed, "not for you")
 
 
-def test_a_kafka_error_without_a_response_error_code_closes_the_connection(
-    broker: tuple[asyncio.AbstractEventLoop, Broker]
+async def test_a_kafka_error_without_a_response_error_code_closes_the_connection(
+    broker: Broker
 ) -> None:
-    loop, b = broker
+    b = broker
     conn = _connection(b, METADATA, _refusal)
     request = load_request_schema(METADATA, 1)(topics=None)
     with pytest.raises(FrameError, match="metadata v1 failed with cluster_authorization_failed"):
-        loop.run_until_complete(conn.dispatch(_frame(METADATA, 1, request)))
+        await conn.dispatch(_frame(METADATA, 1, request))
 
 
 async def _store_gone(ctx: Any, request: Any) -> Any:
     raise ConnectionLossError("connection to the coordination store lost")
 
 
-def test_a_lost_coordination_store_is_a_retriable_error_not_a_closed_connection(
-    broker: tuple[asyncio.AbstractEventLoop, Broker], caplog: pytest.LogCaptureFixture
+async def test_a_lost_coordination_store_is_a_retriable_error_not_a_closed_connection(
+    broker: Broker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    loop, b = broker
+    b = broker
     conn = _connection(b, INIT_PRODUCER_ID, _store_gone)
     request = load_request_schema(INIT_PRODUCER_ID, 4)(
         transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
     with caplog.at_level(logging.WARNING, logger="odradek.broker.connection"):
-        chunks = loop.run_until_complete(conn.dispatch(_frame(INIT_PRODUCER_ID, 4, request)))
+        chunks = await conn.dispatch(_frame(INIT_PRODUCER_ID, 4, request))
     _header, response = _decoded(chunks, INIT_PRODUCER_ID, 4)
     assert response.error_code == ErrorCode.coordinator_not_available
     assert any("coordination store unavailable" in r.getMessage() for r in caplog.records)

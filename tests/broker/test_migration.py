@@ -8,7 +8,6 @@ topics' ids, assignments and configs, ``producer-ids.json``), since the log form
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import subprocess
@@ -27,26 +26,23 @@ TOPIC = "kept"
 GROUP = "kept-group"
 
 
-def _read_topics(coordination: Path) -> tuple[str, dict[str, dict[str, object]]]:
-    async def read() -> tuple[str, dict[str, dict[str, object]]]:
-        backend = DurableEmbeddedBackend(coordination)
-        session = await backend.session(30_000)
-        cluster_id = zn.ClusterId.from_json((await session.get(zn.CLUSTER_ID))[0]).id
-        topics: dict[str, dict[str, object]] = {}
-        for name in await session.children(zn.TOPICS):
-            assignment = zn.TopicAssignment.from_json((await session.get(zn.topic_path(name)))[0], name)
-            config = zn.TopicConfig.from_json((await session.get(zn.topic_config_path(name)))[0], name)
-            topics[name] = {"topic_id": assignment.topic_id,
-                            "partitions": {str(p): list(r) for p, r in assignment.partitions.items()},
-                            "configs": dict(config.config)}
-        await backend.close()
-        return cluster_id, topics
-
-    return asyncio.run(read())
+async def _read_topics(coordination: Path) -> tuple[str, dict[str, dict[str, object]]]:
+    backend = DurableEmbeddedBackend(coordination)
+    session = await backend.session(30_000)
+    cluster_id = zn.ClusterId.from_json((await session.get(zn.CLUSTER_ID))[0]).id
+    topics: dict[str, dict[str, object]] = {}
+    for name in await session.children(zn.TOPICS):
+        assignment = zn.TopicAssignment.from_json((await session.get(zn.topic_path(name)))[0], name)
+        config = zn.TopicConfig.from_json((await session.get(zn.topic_config_path(name)))[0], name)
+        topics[name] = {"topic_id": assignment.topic_id,
+                        "partitions": {str(p): list(r) for p, r in assignment.partitions.items()},
+                        "configs": dict(config.config)}
+    await backend.close()
+    return cluster_id, topics
 
 
-def _lay_out_as_single_broker_mode(data_dir: Path) -> None:
-    cluster_id, topics = _read_topics(data_dir / "coordination")
+async def _lay_out_as_single_broker_mode(data_dir: Path) -> None:
+    cluster_id, topics = await _read_topics(data_dir / "coordination")
     shutil.rmtree(data_dir / "coordination")
     for entry in (data_dir / "broker-0").iterdir():
         entry.rename(data_dir / entry.name)
@@ -80,7 +76,7 @@ def _committed(bootstrap: str) -> list[tuple[int, int]]:
         consumer.close()
 
 
-def test_a_single_broker_directory_is_migrated_with_records_offsets_and_configs(tmp_path: Path) -> None:
+async def test_a_single_broker_directory_is_migrated_with_records_offsets_and_configs(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     broker = BrokerProcess(data_dir, ["--override", "group.initial.rebalance.delay.ms=0"]).start()
     admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
@@ -95,7 +91,7 @@ def test_a_single_broker_directory_is_migrated_with_records_offsets_and_configs(
     before = _records(broker.bootstrap)
     topic_id = admin.describe_topics(TopicCollection([TOPIC]))[TOPIC].result(30).topic_id
     assert broker.stop() == 0
-    _lay_out_as_single_broker_mode(data_dir)
+    await _lay_out_as_single_broker_mode(data_dir)
 
     broker.start()
     assert "migrated single-broker data" in broker.log_text()

@@ -1,29 +1,23 @@
 """Fixtures for the controller tests: simulated brokers around real controllers on the embedded store.
 
-``async def`` tests run under ``asyncio.run`` with a deadline (no plugin needed).
+``async def`` tests run under pytest-asyncio (tests/conftest.py) with a deadline each.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from async_deadline import add_deadline
 from odradek.coordination.localzk import LocalZooKeeper
 
 ASYNC_TEST_DEADLINE_S = 60.0
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    names = pyfuncitem._fixtureinfo.argnames
-    kwargs = {name: pyfuncitem.funcargs[name] for name in names}
-    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_DEADLINE_S))
-    return True
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    add_deadline(items, Path(__file__).parent, ASYNC_TEST_DEADLINE_S)
 
 
 @pytest.fixture(scope="session")

@@ -4,18 +4,18 @@ ZooKeeper is the session's one (the ``zookeeper`` fixture of ``tests/conftest.py
 ``java`` on a random loopback port). It never skips: a missing JVM or jar fails.
 Each test gets its own chroot, so tests cannot see each other's znodes.
 
-``async def`` tests are run here with ``asyncio.run`` (no plugin needed) under a deadline.
+``async def`` tests run under pytest-asyncio (tests/conftest.py) with a deadline each.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from coordination_support import CuttableProxy, unique_chroot
 
+from async_deadline import add_deadline
 from odradek.clock import ManualClock
 from odradek.coordination import Backend, EmbeddedBackend, ZooKeeperBackend
 from odradek.coordination.localzk import LocalZooKeeper
@@ -26,14 +26,8 @@ ASYNC_TEST_DEADLINE_S = 90.0
 # ------------------------------------------------------------------------------------------- async tests
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    names = pyfuncitem._fixtureinfo.argnames
-    kwargs = {name: pyfuncitem.funcargs[name] for name in names}
-    asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), ASYNC_TEST_DEADLINE_S))
-    return True
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    add_deadline(items, Path(__file__).parent, ASYNC_TEST_DEADLINE_S)
 
 
 # ------------------------------------------------------------------------------------------- backends

@@ -76,12 +76,15 @@ async def flap(proxy: CuttableProxy, stop: asyncio.Event) -> int:
     return drops
 
 
-async def scenario(zookeeper: LocalZooKeeper, proxy: CuttableProxy, data_dir: Path) -> None:
+@pytest.mark.timeout(DEADLINE_S, func_only=True)
+async def test_topics_created_and_deleted_while_zookeeper_connections_flap_all_converge(
+    zookeeper: LocalZooKeeper, proxy: CuttableProxy, tmp_path: Path,
+) -> None:
     chroot = unique_chroot()
     overrides = {"zookeeper.session.timeout.ms": "10000", "offsets.topic.replication.factor": "3",
                  "auto.leader.rebalance.enable": "false"}
     brokers = [
-        Broker(BrokerConfig.build(host="127.0.0.1", port=0, data_dir=str(data_dir / f"broker-{i}"),
+        Broker(BrokerConfig.build(host="127.0.0.1", port=0, data_dir=str(tmp_path / f"broker-{i}"),
                                   overrides={**overrides, "broker.id": str(i)}),
                ZooKeeperBackend(proxy.hosts, chroot))
         for i in range(3)
@@ -153,9 +156,3 @@ async def scenario(zookeeper: LocalZooKeeper, proxy: CuttableProxy, data_dir: Pa
 
 async def _true(value: bool) -> bool:
     return value
-
-
-def test_topics_created_and_deleted_while_zookeeper_connections_flap_all_converge(
-    zookeeper: LocalZooKeeper, proxy: CuttableProxy, tmp_path: Path,
-) -> None:
-    asyncio.run(asyncio.wait_for(scenario(zookeeper, proxy, tmp_path), DEADLINE_S))

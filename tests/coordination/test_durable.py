@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,7 @@ from odradek.coordination import BadVersionError, NoNodeError
 from odradek.coordination.durable import JOURNAL, DurableEmbeddedBackend
 
 
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(coro)
-
-
-def test_persistent_nodes_survive_a_restart_and_ephemerals_do_not(tmp_path: Path) -> None:
+async def test_persistent_nodes_survive_a_restart_and_ephemerals_do_not(tmp_path: Path) -> None:
     async def first() -> None:
         store = DurableEmbeddedBackend(tmp_path)
         s = await store.session(10_000)
@@ -45,11 +40,11 @@ def test_persistent_nodes_survive_a_restart_and_ephemerals_do_not(tmp_path: Path
             await s.set("/brokers/topics/t", b"x", expected_version=0)  # the version survived too
         await store.close()
 
-    run(first())
-    run(second())
+    await first()
+    await second()
 
 
-def test_a_torn_journal_line_is_dropped_and_the_rest_kept(tmp_path: Path) -> None:
+async def test_a_torn_journal_line_is_dropped_and_the_rest_kept(tmp_path: Path) -> None:
     async def write() -> None:
         store = DurableEmbeddedBackend(tmp_path)
         s = await store.session(10_000)
@@ -57,7 +52,7 @@ def test_a_torn_journal_line_is_dropped_and_the_rest_kept(tmp_path: Path) -> Non
         await s.create("/b", b"2")
         await store.close()
 
-    run(write())
+    await write()
     with open(tmp_path / JOURNAL, "a") as f:
         f.write('{"p": "/c", "d": "Mw')  # a crash mid-line
 
@@ -69,10 +64,10 @@ def test_a_torn_journal_line_is_dropped_and_the_rest_kept(tmp_path: Path) -> Non
         assert await s.exists("/c") is None
         await store.close()
 
-    run(read())
+    await read()
 
 
-def test_compaction_folds_the_journal_into_a_snapshot(tmp_path: Path) -> None:
+async def test_compaction_folds_the_journal_into_a_snapshot(tmp_path: Path) -> None:
     async def write() -> None:
         store = DurableEmbeddedBackend(tmp_path)
         s = await store.session(10_000)
@@ -91,5 +86,5 @@ def test_compaction_folds_the_journal_into_a_snapshot(tmp_path: Path) -> None:
         assert data == b"last" and stat.version == 51
         await store.close()
 
-    run(write())
-    run(read())
+    await write()
+    await read()

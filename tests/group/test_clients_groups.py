@@ -196,7 +196,7 @@ def test_kafka_python(broker: BrokerProcess) -> None:
 # --- aiokafka ------------------------------------------------------------------------------------------------
 
 
-def test_aiokafka(broker: BrokerProcess) -> None:
+async def test_aiokafka(broker: BrokerProcess) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -227,37 +227,34 @@ def test_aiokafka(broker: BrokerProcess) -> None:
             await consumer.stop()
         return seen
 
-    async def main() -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
-        await admin.start()
+    admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
+        await producer.start()
         try:
-            await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-            producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=5)
-            await producer.start()
-            try:
-                sends = [await producer.send(topic, v.encode(), key=k.encode()) for k, v in keyed_messages()]
-                await asyncio.gather(*sends)
-            finally:
-                await producer.stop()
-
-            first = await consume(FIRST_RUN)
-            second = await consume(MESSAGES - FIRST_RUN)
-            ends = check_exactly_once_in_order(first, second)
-
-            committed = await admin.list_consumer_group_offsets(group)
-            assert {tp.partition: om.offset for tp, om in committed.items() if tp.topic == topic} == ends
-
-            assert topic in await admin.list_topics()
-            await admin.delete_topics([topic])
-            for _ in range(60):
-                if topic not in await admin.list_topics():
-                    break
-                await asyncio.sleep(0.5)
-            assert topic not in await admin.list_topics()
+            sends = [await producer.send(topic, v.encode(), key=k.encode()) for k, v in keyed_messages()]
+            await asyncio.gather(*sends)
         finally:
-            await admin.close()
+            await producer.stop()
 
-    asyncio.run(main())
+        first = await consume(FIRST_RUN)
+        second = await consume(MESSAGES - FIRST_RUN)
+        ends = check_exactly_once_in_order(first, second)
+
+        committed = await admin.list_consumer_group_offsets(group)
+        assert {tp.partition: om.offset for tp, om in committed.items() if tp.topic == topic} == ends
+
+        assert topic in await admin.list_topics()
+        await admin.delete_topics([topic])
+        for _ in range(60):
+            if topic not in await admin.list_topics():
+                break
+            await asyncio.sleep(0.5)
+        assert topic not in await admin.list_topics()
+    finally:
+        await admin.close()
 
 
 # --- kcat ------------------------------------------------------------------------------------------------------

@@ -130,71 +130,65 @@ def test_regex_and_new_topic_bump_the_epoch() -> None:
 # --- the coordinator: session expiry, persistence and reload ------------------------------------------------
 
 
-def test_session_expiry_and_reload() -> None:
-    async def main() -> None:
-        clock, log = ManualClock(), MemoryOffsetsLog()
-        config = GroupConfig(offsets_topic_num_partitions=1)
-        coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
-        await coord.load_partition(0)
-        join = HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1, subscribed_names=("t", "u"), owned={})
-        assert (await coord.consumer_heartbeat(join, TOPICS)).member_epoch == 1
-        b = await coord.consumer_heartbeat(
-            HeartbeatRequest("g", "b", 0, rebalance_timeout_ms=1, subscribed_names=("t",), owned={}), TOPICS
-        )
-        assert b.member_epoch == 2
-        # A second coordinator reading the same log resumes the group exactly.
-        other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
-        await other.load_partition(0)
-        before, after = coord.consumer_groups.groups["g"], other.consumer_groups.groups["g"]
-        assert (after.group_epoch, after.assignment_epoch, after.target) == (2, 2, before.target)
-        assert {m: (x.member_epoch, x.assigned, x.subscribed_names) for m, x in after.members.items()} == {
-            m: (x.member_epoch, x.assigned, x.subscribed_names) for m, x in before.members.items()
-        }
-        # Only a heartbeats; b's session (45 s) runs out and its partitions go back to a.
-        clock.advance(30_000)
-        await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=None), TOPICS)
-        clock.advance(20_000)
-        await coord.tick()
-        await asyncio.sleep(0.01)
-        group = coord.consumer_groups.groups["g"]
-        assert list(group.members) == ["a"] and group.group_epoch == 3
-        third = GroupCoordinator(broker_id=2, clock=clock, offsets_log=log, config=config)
-        await third.load_partition(0)
-        assert list(third.consumer_groups.groups["g"].members) == ["a"]
-        assert third.consumer_groups.groups["g"].group_epoch == 3
-
-    asyncio.run(main())
+async def test_session_expiry_and_reload() -> None:
+    clock, log = ManualClock(), MemoryOffsetsLog()
+    config = GroupConfig(offsets_topic_num_partitions=1)
+    coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
+    await coord.load_partition(0)
+    join = HeartbeatRequest("g", "a", 0, rebalance_timeout_ms=1, subscribed_names=("t", "u"), owned={})
+    assert (await coord.consumer_heartbeat(join, TOPICS)).member_epoch == 1
+    b = await coord.consumer_heartbeat(
+        HeartbeatRequest("g", "b", 0, rebalance_timeout_ms=1, subscribed_names=("t",), owned={}), TOPICS
+    )
+    assert b.member_epoch == 2
+    # A second coordinator reading the same log resumes the group exactly.
+    other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
+    await other.load_partition(0)
+    before, after = coord.consumer_groups.groups["g"], other.consumer_groups.groups["g"]
+    assert (after.group_epoch, after.assignment_epoch, after.target) == (2, 2, before.target)
+    assert {m: (x.member_epoch, x.assigned, x.subscribed_names) for m, x in after.members.items()} == {
+        m: (x.member_epoch, x.assigned, x.subscribed_names) for m, x in before.members.items()
+    }
+    # Only a heartbeats; b's session (45 s) runs out and its partitions go back to a.
+    clock.advance(30_000)
+    await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=None), TOPICS)
+    clock.advance(20_000)
+    await coord.tick()
+    await asyncio.sleep(0.01)
+    group = coord.consumer_groups.groups["g"]
+    assert list(group.members) == ["a"] and group.group_epoch == 3
+    third = GroupCoordinator(broker_id=2, clock=clock, offsets_log=log, config=config)
+    await third.load_partition(0)
+    assert list(third.consumer_groups.groups["g"].members) == ["a"]
+    assert third.consumer_groups.groups["g"].group_epoch == 3
 
 
-def test_member_that_does_not_revoke_in_time_is_removed() -> None:
-    async def main() -> None:
-        clock, log = ManualClock(), MemoryOffsetsLog()
-        coord = GroupCoordinator(
-            broker_id=0, clock=clock, offsets_log=log, config=GroupConfig(offsets_topic_num_partitions=1)
-        )
-        await coord.load_partition(0)
+async def test_member_that_does_not_revoke_in_time_is_removed() -> None:
+    clock, log = ManualClock(), MemoryOffsetsLog()
+    coord = GroupCoordinator(
+        broker_id=0, clock=clock, offsets_log=log, config=GroupConfig(offsets_topic_num_partitions=1)
+    )
+    await coord.load_partition(0)
 
-        def join(member: str) -> HeartbeatRequest:
-            return HeartbeatRequest("g", member, 0, rebalance_timeout_ms=10_000, subscribed_names=("t",), owned={})
+    def join(member: str) -> HeartbeatRequest:
+        return HeartbeatRequest("g", member, 0, rebalance_timeout_ms=10_000, subscribed_names=("t",), owned={})
 
-        first = await coord.consumer_heartbeat(join("a"), TOPICS)
-        await coord.consumer_heartbeat(join("b"), TOPICS)
-        # a is told to revoke half its partitions but keeps reporting all of them.
-        assert first.assignment is not None
-        await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=first.assignment), TOPICS)
-        clock.advance(5_000)
-        await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=first.assignment), TOPICS)
-        group = coord.consumer_groups.groups["g"]
-        assert "a" in group.members
-        clock.advance(5_001)
-        await coord.tick()
-        for _ in range(100):  # the fencing is a write: the member goes once its records are committed
-            if list(group.members) == ["b"]:
-                break
-            await asyncio.sleep(0)
-        assert list(group.members) == ["b"] and group.group_epoch == 3
-
-    asyncio.run(main())
+    first = await coord.consumer_heartbeat(join("a"), TOPICS)
+    await coord.consumer_heartbeat(join("b"), TOPICS)
+    # a is told to revoke half its partitions but keeps reporting all of them.
+    assert first.assignment is not None
+    await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=first.assignment), TOPICS)
+    clock.advance(5_000)
+    await coord.consumer_heartbeat(HeartbeatRequest("g", "a", 1, owned=first.assignment), TOPICS)
+    group = coord.consumer_groups.groups["g"]
+    assert "a" in group.members
+    clock.advance(5_001)
+    await coord.tick()
+    for _ in range(100):  # the fencing is a write: the member goes once its records are committed
+        if list(group.members) == ["b"]:
+            break
+        await asyncio.sleep(0)
+    assert list(group.members) == ["b"] and group.group_epoch == 3
 
 
 def test_static_member_leaves_and_comes_back_with_its_partitions() -> None:

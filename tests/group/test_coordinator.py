@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -116,23 +116,9 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def scenario(fn: Callable[[Harness], Coroutine[Any, Any, None]]) -> Callable[[], None]:
-    def run() -> None:
-        async def main() -> None:
-            h = Harness()
-            await h.load()
-            await fn(h)
-
-        asyncio.run(main())
-
-    run.__name__ = fn.__name__
-    return run
-
-
 # --- joining ------------------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_member_id_required_then_join_completes_as_leader(h: Harness) -> None:
     first = await h.join(client_id="my-client")
     assert first.error is E.member_id_required
@@ -146,13 +132,11 @@ async def test_member_id_required_then_join_completes_as_leader(h: Harness) -> N
     assert h.group().state is GroupState.COMPLETING_REBALANCE
 
 
-@scenario
 async def test_join_before_v4_needs_no_member_id_round_trip(h: Harness) -> None:
     (result,) = await h.complete(h.join(require_known=False))
     assert result.error is E.none and result.generation_id == 1
 
 
-@scenario
 async def test_join_with_unknown_member_id_and_bad_session_timeouts(h: Harness) -> None:
     assert (await h.join("nobody")).error is E.unknown_member_id
     assert (await h.join(session=5_999)).error is E.invalid_session_timeout
@@ -160,44 +144,37 @@ async def test_join_with_unknown_member_id_and_bad_session_timeouts(h: Harness) 
     assert (await h.join(group="")).error is E.invalid_group_id
 
 
-def test_initial_delayed_join_waits_and_extends_for_new_members() -> None:
-    async def main() -> None:
-        h = Harness(initial_rebalance_delay_ms=3_000)
-        await h.load()
-        a = await h.new_member(rebalance=10_000)
-        await h.advance(2_000)
-        b = await h.new_member(rebalance=10_000)
-        await h.advance(1_000)  # t=3000: B arrived during the delay, so the delay runs once more
-        assert not a.done() and not b.done()
-        await h.advance(2_999)
-        assert not a.done()
-        await h.advance(1)  # t=6000
-        ra, rb = await a, await b
-        assert ra.generation_id == rb.generation_id == 1
-        assert ra.leader_id == rb.leader_id == ra.member_id  # the first member to join leads
-        assert len(ra.members) == 2 and rb.members == ()
-
-    asyncio.run(main())
+async def test_initial_delayed_join_waits_and_extends_for_new_members() -> None:
+    h = Harness(initial_rebalance_delay_ms=3_000)
+    await h.load()
+    a = await h.new_member(rebalance=10_000)
+    await h.advance(2_000)
+    b = await h.new_member(rebalance=10_000)
+    await h.advance(1_000)  # t=3000: B arrived during the delay, so the delay runs once more
+    assert not a.done() and not b.done()
+    await h.advance(2_999)
+    assert not a.done()
+    await h.advance(1)  # t=6000
+    ra, rb = await a, await b
+    assert ra.generation_id == rb.generation_id == 1
+    assert ra.leader_id == rb.leader_id == ra.member_id  # the first member to join leads
+    assert len(ra.members) == 2 and rb.members == ()
 
 
-def test_initial_delay_is_bounded_by_the_rebalance_timeout() -> None:
-    async def main() -> None:
-        h = Harness(initial_rebalance_delay_ms=3_000)
-        await h.load()
-        first = await h.new_member(rebalance=5_000)
-        await h.advance(2_500)
-        second = await h.new_member(rebalance=5_000)  # arrives during the delay: extend, within 5 s in all
-        await h.advance(2_499)
-        assert not first.done()
-        third = await h.new_member(rebalance=5_000)
-        await h.advance(1)  # t=5000: the rebalance timeout caps the delay although members keep coming
-        results = [await t for t in (first, second, third)]
-        assert [r.generation_id for r in results] == [1, 1, 1]
-
-    asyncio.run(main())
+async def test_initial_delay_is_bounded_by_the_rebalance_timeout() -> None:
+    h = Harness(initial_rebalance_delay_ms=3_000)
+    await h.load()
+    first = await h.new_member(rebalance=5_000)
+    await h.advance(2_500)
+    second = await h.new_member(rebalance=5_000)  # arrives during the delay: extend, within 5 s in all
+    await h.advance(2_499)
+    assert not first.done()
+    third = await h.new_member(rebalance=5_000)
+    await h.advance(1)  # t=5000: the rebalance timeout caps the delay although members keep coming
+    results = [await t for t in (first, second, third)]
+    assert [r.generation_id for r in results] == [1, 1, 1]
 
 
-@scenario
 async def test_sync_hands_out_the_leaders_assignment_and_stores_it(h: Harness) -> None:
     results = await h.stable_group(2)
     leader, follower = results
@@ -214,7 +191,6 @@ async def test_sync_hands_out_the_leaders_assignment_and_stores_it(h: Harness) -
     }
 
 
-@scenario
 async def test_follower_sync_waits_for_the_leader(h: Harness) -> None:
     ra, rb = await h.complete(await h.new_member(), await h.new_member())
     leader, follower = (ra, rb) if ra.member_id == ra.leader_id else (rb, ra)
@@ -225,7 +201,6 @@ async def test_follower_sync_waits_for_the_leader(h: Harness) -> None:
     assert (await waiting).assignment == b"yours"
 
 
-@scenario
 async def test_sync_errors(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     assert (await h.coord.sync_group("g", 2, r.member_id, None)).error is E.illegal_generation
@@ -238,7 +213,6 @@ async def test_sync_errors(h: Harness) -> None:
 # --- protocol selection -------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_protocol_selected_by_votes_among_commonly_supported(h: Harness) -> None:
     prefs = [
         (("range", b"a"), ("roundrobin", b"a")),
@@ -252,7 +226,6 @@ async def test_protocol_selected_by_votes_among_commonly_supported(h: Harness) -
     assert [m[2] for m in leader.members] == [b"a", b"b", b"c"]
 
 
-@scenario
 async def test_inconsistent_protocols_are_rejected(h: Harness) -> None:
     await h.stable_group(1)
     assert (await h.join(protocols=(("sticky", b""),))).error is E.inconsistent_group_protocol
@@ -260,7 +233,6 @@ async def test_inconsistent_protocols_are_rejected(h: Harness) -> None:
     assert (await h.join(group="other", protocols=())).error is E.inconsistent_group_protocol
 
 
-@scenario
 async def test_protocol_tie_goes_to_the_first_vote_in_join_order(h: Harness) -> None:
     both = (("a", b""), ("b", b""))
     t1 = await h.new_member(protocols=both)
@@ -272,7 +244,6 @@ async def test_protocol_tie_goes_to_the_first_vote_in_join_order(h: Harness) -> 
 # --- heartbeats, session and rebalance timeouts -------------------------------------------------------------
 
 
-@scenario
 async def test_heartbeat_answers(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     assert h.coord.heartbeat("g", 1, r.member_id, None) is E.none
@@ -284,7 +255,6 @@ async def test_heartbeat_answers(h: Harness) -> None:
     other.cancel()
 
 
-@scenario
 async def test_session_expiry_removes_member_and_rebalances(h: Harness) -> None:
     a, b = await h.stable_group(2)
     for _ in range(3):
@@ -299,7 +269,6 @@ async def test_session_expiry_removes_member_and_rebalances(h: Harness) -> None:
     assert [m[0] for m in again.members] == [a.member_id]
 
 
-@scenario
 async def test_rebalance_timeout_drops_members_that_do_not_rejoin(h: Harness) -> None:
     a, b = await h.stable_group(2)
     leader, follower = (a, b) if a.member_id == a.leader_id else (b, a)
@@ -314,7 +283,6 @@ async def test_rebalance_timeout_drops_members_that_do_not_rejoin(h: Harness) ->
     assert h.coord.heartbeat("g", 2, follower.member_id, None) is E.unknown_member_id
 
 
-@scenario
 async def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(h: Harness) -> None:
     ra, rb = await h.complete(await h.new_member(), await h.new_member())
     leader, follower = (ra, rb) if ra.member_id == ra.leader_id else (rb, ra)
@@ -328,7 +296,6 @@ async def test_member_that_never_syncs_is_removed_after_the_rebalance_timeout(h:
     assert h.group().state is GroupState.PREPARING_REBALANCE
 
 
-@scenario
 async def test_new_member_id_expires_if_second_join_never_comes(h: Harness) -> None:
     first = await h.join()
     assert first.member_id in h.group().pending_members
@@ -340,7 +307,6 @@ async def test_new_member_id_expires_if_second_join_never_comes(h: Harness) -> N
 # --- leaving ------------------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_leaving_leader_is_replaced_by_first_remaining_member(h: Harness) -> None:
     results = await h.stable_group(3)
     order = [m[0] for m in next(r for r in results if r.members).members]
@@ -353,7 +319,6 @@ async def test_leaving_leader_is_replaced_by_first_remaining_member(h: Harness) 
     assert await h.coord.leave_group("g", [("ghost", None)]) == (E.none, [E.unknown_member_id])
 
 
-@scenario
 async def test_last_member_leaving_empties_the_group_and_stores_it(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     await h.coord.leave_group("g", [(r.member_id, None)])
@@ -368,7 +333,6 @@ async def test_last_member_leaving_empties_the_group_and_stores_it(h: Harness) -
 # --- static membership --------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_static_member_rejoin_takes_its_place_without_rebalance(h: Harness) -> None:
     (r1,) = await h.complete(h.join(instance="i-1"))  # static members skip MEMBER_ID_REQUIRED
     assert r1.member_id.startswith("i-1-")
@@ -391,7 +355,6 @@ async def test_static_member_rejoin_takes_its_place_without_rebalance(h: Harness
     assert [m.member_id for m in stored.members] == [rejoined.member_id, r2.member_id]
 
 
-@scenario
 async def test_static_member_survives_rebalance_without_rejoining(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
@@ -407,7 +370,6 @@ async def test_static_member_survives_rebalance_without_rejoining(h: Harness) ->
     assert h.coord.heartbeat("g", 2, rs.member_id, "i-1") is E.none
 
 
-@scenario
 async def test_static_member_leaves_by_instance_id(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
@@ -415,7 +377,6 @@ async def test_static_member_leaves_by_instance_id(h: Harness) -> None:
     assert await h.coord.leave_group("g", [("wrong", "i-9")]) == (E.none, [E.unknown_member_id])
 
 
-@scenario
 async def test_fenced_static_member_cannot_join_or_commit(h: Harness) -> None:
     (rs,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([rs])
@@ -427,7 +388,6 @@ async def test_fenced_static_member_cannot_join_or_commit(h: Harness) -> None:
 # --- offsets ------------------------------------------------------------------------------------------------
 
 
-@scenario
 async def test_commit_and_fetch_offsets(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     result = await h.coord.commit_offsets(
@@ -442,7 +402,6 @@ async def test_commit_and_fetch_offsets(h: Harness) -> None:
     assert h.coord.fetch_offsets("unknown", [("t", 0)]) == (E.none, {("t", 0): None})
 
 
-@scenario
 async def test_commit_checks_membership_and_generation(h: Harness) -> None:
     tp = {("t", 0): OffsetCommit(1)}
     assert await h.coord.commit_offsets("g", "m", None, 3, tp) == {("t", 0): E.illegal_generation}
@@ -456,7 +415,6 @@ async def test_commit_checks_membership_and_generation(h: Harness) -> None:
     assert standalone == {("t", 0): E.offset_metadata_too_large, ("t", 1): E.none}
 
 
-@scenario
 async def test_failed_appends_map_to_group_errors(h: Harness) -> None:
     h.log.fail_with = E.not_leader_or_follower
     result = await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
@@ -469,7 +427,6 @@ async def test_failed_appends_map_to_group_errors(h: Harness) -> None:
     assert h.group().state is GroupState.PREPARING_REBALANCE
 
 
-@scenario
 async def test_offsets_wait_until_the_append_is_committed(h: Harness) -> None:
     h.log.gate = asyncio.Event()
     commit = asyncio.ensure_future(h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(3)}))
@@ -481,67 +438,60 @@ async def test_offsets_wait_until_the_append_is_committed(h: Harness) -> None:
     assert h.coord.fetch_offsets("solo", [("t", 0)])[1][("t", 0)] is not None
 
 
-def test_persistence_round_trip_into_a_new_coordinator() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        results = await h.stable_group(2)
-        member = results[0]
-        await h.coord.commit_offsets("g", member.member_id, None, 1, {("t", 0): OffsetCommit(42, 5, "meta")})
-        await h.coord.commit_offsets("g", member.member_id, None, 1, {("t", 0): OffsetCommit(43, 5, "meta")})
-        await h.coord.commit_offsets("solo", "", None, -1, {("u", 3): OffsetCommit(7)})
-        keys = [k for k, _ in h.log.records(0)]
-        assert OffsetKey("g", "t", 0) in keys and GroupKey("g") in keys
+async def test_persistence_round_trip_into_a_new_coordinator() -> None:
+    h = Harness()
+    await h.load()
+    results = await h.stable_group(2)
+    member = results[0]
+    await h.coord.commit_offsets("g", member.member_id, None, 1, {("t", 0): OffsetCommit(42, 5, "meta")})
+    await h.coord.commit_offsets("g", member.member_id, None, 1, {("t", 0): OffsetCommit(43, 5, "meta")})
+    await h.coord.commit_offsets("solo", "", None, -1, {("u", 3): OffsetCommit(7)})
+    keys = [k for k, _ in h.log.records(0)]
+    assert OffsetKey("g", "t", 0) in keys and GroupKey("g") in keys
 
-        h2 = Harness(log=h.log, clock=h.clock)
-        await h2.load()
-        group = h2.group()
-        assert group.state is GroupState.STABLE and group.generation_id == 1
-        assert group.protocol_name == "range" and group.leader_id == h.group().leader_id
-        assert list(group.members) == list(h.group().members)
-        assert h2.coord.fetch_offsets("g", None)[1] == {("t", 0): OffsetValue(43, 5, "meta", h.clock.now_ms())}
-        assert h2.coord.fetch_offsets("solo", None)[1] == {("u", 3): OffsetValue(7, -1, "", h.clock.now_ms())}
-        # Loaded members keep their generation and assignment and must keep heartbeating.
-        assert h2.coord.heartbeat("g", 1, member.member_id, None) is E.none
-        sync = await h2.coord.sync_group("g", 1, member.member_id, None)
-        assert sync.assignment == member.member_id.encode()
-        await h2.advance(SESSION + 1)  # nobody heartbeats any more: both expire and the group empties
-        assert h2.group().state is GroupState.EMPTY and h2.group().generation_id == 2
-
-    asyncio.run(main())
+    h2 = Harness(log=h.log, clock=h.clock)
+    await h2.load()
+    group = h2.group()
+    assert group.state is GroupState.STABLE and group.generation_id == 1
+    assert group.protocol_name == "range" and group.leader_id == h.group().leader_id
+    assert list(group.members) == list(h.group().members)
+    assert h2.coord.fetch_offsets("g", None)[1] == {("t", 0): OffsetValue(43, 5, "meta", h.clock.now_ms())}
+    assert h2.coord.fetch_offsets("solo", None)[1] == {("u", 3): OffsetValue(7, -1, "", h.clock.now_ms())}
+    # Loaded members keep their generation and assignment and must keep heartbeating.
+    assert h2.coord.heartbeat("g", 1, member.member_id, None) is E.none
+    sync = await h2.coord.sync_group("g", 1, member.member_id, None)
+    assert sync.assignment == member.member_id.encode()
+    await h2.advance(SESSION + 1)  # nobody heartbeats any more: both expire and the group empties
+    assert h2.group().state is GroupState.EMPTY and h2.group().generation_id == 2
 
 
 # --- coordinator ownership ----------------------------------------------------------------------------------
 
 
-def test_not_coordinator_loading_and_unloading() -> None:
-    async def main() -> None:
-        h = Harness(offsets_topic_num_partitions=50)
-        mine, other = "my-group", "hello"  # partitions 12 and 22, as Kafka places them
-        assert (h.coord.partition_for(mine), h.coord.partition_for(other)) == (12, 22)
-        loading = h.coord.load_partition(12)
-        # Awaiting the coroutines directly runs them before the loading task gets a turn.
-        assert (await h.join_coro(group=mine)).error is E.coordinator_load_in_progress
-        assert h.coord.heartbeat(mine, 1, "m", None) is E.none  # answered blindly while loading, as Kafka does
-        assert (await h.coord.sync_group(mine, 1, "m", None)).error is E.rebalance_in_progress
-        await loading
-        assert (await h.join(group=other)).error is E.not_coordinator
-        assert h.coord.fetch_offsets(other, None)[0] is E.not_coordinator
-        (result,) = await h.complete(await h.new_member(group=mine))
-        await h.sync_all([result], group=mine)
-        newcomer = await h.new_member(group=mine)  # a rebalance in progress when the partition moves away
-        h.coord.unload_partition(12)
-        assert (await newcomer).error is E.not_coordinator
-        assert h.coord.heartbeat(mine, 1, result.member_id, None) is E.not_coordinator
-        assert (await h.join(group=mine)).error is E.not_coordinator
-
-    asyncio.run(main())
+async def test_not_coordinator_loading_and_unloading() -> None:
+    h = Harness(offsets_topic_num_partitions=50)
+    mine, other = "my-group", "hello"  # partitions 12 and 22, as Kafka places them
+    assert (h.coord.partition_for(mine), h.coord.partition_for(other)) == (12, 22)
+    loading = h.coord.load_partition(12)
+    # Awaiting the coroutines directly runs them before the loading task gets a turn.
+    assert (await h.join_coro(group=mine)).error is E.coordinator_load_in_progress
+    assert h.coord.heartbeat(mine, 1, "m", None) is E.none  # answered blindly while loading, as Kafka does
+    assert (await h.coord.sync_group(mine, 1, "m", None)).error is E.rebalance_in_progress
+    await loading
+    assert (await h.join(group=other)).error is E.not_coordinator
+    assert h.coord.fetch_offsets(other, None)[0] is E.not_coordinator
+    (result,) = await h.complete(await h.new_member(group=mine))
+    await h.sync_all([result], group=mine)
+    newcomer = await h.new_member(group=mine)  # a rebalance in progress when the partition moves away
+    h.coord.unload_partition(12)
+    assert (await newcomer).error is E.not_coordinator
+    assert h.coord.heartbeat(mine, 1, result.member_id, None) is E.not_coordinator
+    assert (await h.join(group=mine)).error is E.not_coordinator
 
 
 # --- listing, describing, deleting --------------------------------------------------------------------------
 
 
-@scenario
 async def test_list_and_describe(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
@@ -565,7 +515,6 @@ async def test_list_and_describe(h: Harness) -> None:
     assert h.coord.describe_group("nope") == (E.none, None)
 
 
-@scenario
 async def test_delete_groups(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     await h.coord.commit_offsets("g", r.member_id, None, 1, {("t", 0): OffsetCommit(9)})
@@ -586,51 +535,44 @@ async def test_delete_groups(h: Harness) -> None:
 # --- offset retention ---------------------------------------------------------------------------------------
 
 
-def test_offsets_expire_after_retention() -> None:
-    async def main() -> None:
-        hour = 3_600_000
-        h = Harness(
-            offsets_retention_minutes=60, offsets_retention_check_interval_ms=60_000, max_session_timeout_ms=10 * hour
-        )
-        await h.load()
-        await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
-        (r,) = await h.stable_group(1, session=5 * hour)
-        await h.coord.commit_offsets("g", r.member_id, None, 1, {("t", 0): OffsetCommit(2)})
-        await h.advance(hour - 60_000)
-        assert h.coord.fetch_offsets("solo", [("t", 0)])[1][("t", 0)] is not None
-        await h.advance(30_000)
-        await h.advance(30_000)
-        assert h.coord.ctx.groups.get("solo") is None  # standalone: a retention period after its commit
-        assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None  # members keep theirs
-        await h.coord.leave_group("g", [(r.member_id, None)])
-        await settle()
-        await h.advance(hour - 60_000)
-        assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None
-        await h.advance(60_000)  # a retention period after the group became Empty
-        assert h.group() is None
-        tombstones = [k for k, v in h.log.records(0) if v is None]
-        assert OffsetKey("solo", "t", 0) in tombstones and OffsetKey("g", "t", 0) in tombstones
-        assert GroupKey("g") in tombstones
-
-    asyncio.run(main())
+async def test_offsets_expire_after_retention() -> None:
+    hour = 3_600_000
+    h = Harness(
+        offsets_retention_minutes=60, offsets_retention_check_interval_ms=60_000, max_session_timeout_ms=10 * hour
+    )
+    await h.load()
+    await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
+    (r,) = await h.stable_group(1, session=5 * hour)
+    await h.coord.commit_offsets("g", r.member_id, None, 1, {("t", 0): OffsetCommit(2)})
+    await h.advance(hour - 60_000)
+    assert h.coord.fetch_offsets("solo", [("t", 0)])[1][("t", 0)] is not None
+    await h.advance(30_000)
+    await h.advance(30_000)
+    assert h.coord.ctx.groups.get("solo") is None  # standalone: a retention period after its commit
+    assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None  # members keep theirs
+    await h.coord.leave_group("g", [(r.member_id, None)])
+    await settle()
+    await h.advance(hour - 60_000)
+    assert h.coord.fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None
+    await h.advance(60_000)  # a retention period after the group became Empty
+    assert h.group() is None
+    tombstones = [k for k, v in h.log.records(0) if v is None]
+    assert OffsetKey("solo", "t", 0) in tombstones and OffsetKey("g", "t", 0) in tombstones
+    assert GroupKey("g") in tombstones
 
 
 @pytest.mark.parametrize("max_size", [1, 2])
-def test_group_max_size(max_size: int) -> None:
-    async def main() -> None:
-        h = Harness(max_size=max_size)
-        await h.load()
-        await h.stable_group(max_size)
-        refused = await h.join()
-        assert refused.error is E.group_max_size_reached and refused.member_id == ""
-
-    asyncio.run(main())
+async def test_group_max_size(max_size: int) -> None:
+    h = Harness(max_size=max_size)
+    await h.load()
+    await h.stable_group(max_size)
+    refused = await h.join()
+    assert refused.error is E.group_max_size_reached and refused.member_id == ""
 
 
 # --- rejoins that do not change the group ----------------------------------------------------------------------
 
 
-@scenario
 async def test_rejoins_with_unchanged_metadata_do_not_rebalance(h: Harness) -> None:
     a, b = await h.complete(await h.new_member(), await h.new_member())
     leader, follower = (a, b) if a.member_id == a.leader_id else (b, a)
@@ -648,7 +590,6 @@ async def test_rejoins_with_unchanged_metadata_do_not_rebalance(h: Harness) -> N
     assert first.generation_id == second.generation_id == 2
 
 
-@scenario
 async def test_a_second_join_supersedes_the_first(h: Harness) -> None:
     a, b = await h.stable_group(2)
     stale = h.join(a.member_id)  # the group now waits for b to rejoin
@@ -659,7 +600,6 @@ async def test_a_second_join_supersedes_the_first(h: Harness) -> None:
     assert (await fresh).generation_id == rb.generation_id == 2
 
 
-@scenario
 async def test_static_rejoin_with_new_protocols_or_while_awaiting_sync_rebalances(h: Harness) -> None:
     (r,) = await h.complete(h.join(instance="i-1"))
     # Still CompletingRebalance: the old id may already be in the leader's plan, so a new generation starts.
@@ -670,7 +610,6 @@ async def test_static_rejoin_with_new_protocols_or_while_awaiting_sync_rebalance
     assert r3.generation_id == 3 and r3.protocol_name == "roundrobin"
 
 
-@scenario
 async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_reverts(h: Harness) -> None:
     (r,) = await h.complete(h.join(instance="i-1"))
     await h.sync_all([r])
@@ -699,33 +638,29 @@ async def test_static_leader_rejoin_may_skip_assignment_and_store_failure_revert
 # --- loading -------------------------------------------------------------------------------------------------
 
 
-def test_load_skips_foreign_records_and_unload_wins_over_a_running_load() -> None:
+async def test_load_skips_foreign_records_and_unload_wins_over_a_running_load() -> None:
     from odradek.protocol.records import encode_batch
 
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(5)})
-        junk = encode_batch([(b"\x00\x07junk", b"x", ()), (None, b"no key", ())], timestamp_ms=0)
-        await h.log.append(0, junk)
-        for i in range(200):  # enough batches for the loader to yield to the event loop in between
-            await h.coord.commit_offsets("solo", "", None, -1, {("t", 1): OffsetCommit(i)})
+    h = Harness()
+    await h.load()
+    await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(5)})
+    junk = encode_batch([(b"\x00\x07junk", b"x", ()), (None, b"no key", ())], timestamp_ms=0)
+    await h.log.append(0, junk)
+    for i in range(200):  # enough batches for the loader to yield to the event loop in between
+        await h.coord.commit_offsets("solo", "", None, -1, {("t", 1): OffsetCommit(i)})
 
-        h2 = Harness(log=h.log, clock=h.clock)
-        await h2.load()
-        assert h2.coord.fetch_offsets("solo", None)[1][("t", 1)].offset == 199  # type: ignore[union-attr]
+    h2 = Harness(log=h.log, clock=h.clock)
+    await h2.load()
+    assert h2.coord.fetch_offsets("solo", None)[1][("t", 1)].offset == 199  # type: ignore[union-attr]
 
-        h3 = Harness(log=h.log, clock=h.clock)
-        loading = h3.coord.load_partition(0)
-        await asyncio.sleep(0)
-        h3.coord.unload_partition(0)
-        await loading
-        assert not h3.coord.owns(0) and not h3.coord.is_loading(0) and h3.group("solo") is None
-
-    asyncio.run(main())
+    h3 = Harness(log=h.log, clock=h.clock)
+    loading = h3.coord.load_partition(0)
+    await asyncio.sleep(0)
+    h3.coord.unload_partition(0)
+    await loading
+    assert not h3.coord.owns(0) and not h3.coord.is_loading(0) and h3.group("solo") is None
 
 
-@scenario
 async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
     await h.coord.commit_offsets("solo", "", None, -1, {("gone", 0): OffsetCommit(1), ("kept", 0): OffsetCommit(2)})
     await h.coord.commit_offsets("only-gone", "", None, -1, {("gone", 1): OffsetCommit(3)})
@@ -735,7 +670,6 @@ async def test_offsets_of_deleted_topics_are_removed(h: Harness) -> None:
     assert (OffsetKey("solo", "gone", 0), None) in h.log.records(0)
 
 
-@scenario
 async def test_frequent_heartbeats_keep_one_timer_per_member(h: Harness) -> None:
     (r,) = await h.stable_group(1)
     timers = len(h.coord.ctx.timers)
@@ -747,7 +681,7 @@ async def test_frequent_heartbeats_keep_one_timer_per_member(h: Harness) -> None
     assert not h.group().has(r.member_id)
 
 
-def test_load_keeps_the_last_record_of_a_key_whatever_its_key_version() -> None:
+async def test_load_keeps_the_last_record_of_a_key_whatever_its_key_version() -> None:
     import struct
 
     from odradek.broker.group.schema import encode_key, encode_offset_value
@@ -758,21 +692,19 @@ def test_load_keeps_the_last_record_of_a_key_whatever_its_key_version() -> None:
             f">hh{len(group)}sh{len(topic)}si", 0, len(group), group.encode(), len(topic), topic.encode(), partition
         )
 
-    async def main() -> None:
-        log = MemoryOffsetsLog()
-        later_v1 = [
-            (v0_key("g", "t", 0), encode_offset_value(OffsetValue(1, -1, "", 0))),
-            (encode_key(OffsetKey("g", "t", 0)), encode_offset_value(OffsetValue(2, -1, "", 0))),
-        ]
-        later_v0 = [
-            (encode_key(OffsetKey("g", "t", 1)), encode_offset_value(OffsetValue(3, -1, "", 0))),
-            (v0_key("g", "t", 1), encode_offset_value(OffsetValue(4, -1, "", 0))),
-        ]
-        for key, value in later_v1 + later_v0:
-            await log.append(0, encode_batch([(key, value, ())], timestamp_ms=0))
-        h = Harness(log=log)
-        await h.load()
-        offsets = h.coord.fetch_offsets("g", None)[1]
-        assert {tp: v.offset for tp, v in offsets.items() if v is not None} == {("t", 0): 2, ("t", 1): 4}
+    log = MemoryOffsetsLog()
+    later_v1 = [
+        (v0_key("g", "t", 0), encode_offset_value(OffsetValue(1, -1, "", 0))),
+        (encode_key(OffsetKey("g", "t", 0)), encode_offset_value(OffsetValue(2, -1, "", 0))),
+    ]
+    later_v0 = [
+        (encode_key(OffsetKey("g", "t", 1)), encode_offset_value(OffsetValue(3, -1, "", 0))),
+        (v0_key("g", "t", 1), encode_offset_value(OffsetValue(4, -1, "", 0))),
+    ]
+    for key, value in later_v1 + later_v0:
+        await log.append(0, encode_batch([(key, value, ())], timestamp_ms=0))
+    h = Harness(log=log)
+    await h.load()
+    offsets = h.coord.fetch_offsets("g", None)[1]
+    assert {tp: v.offset for tp, v in offsets.items() if v is not None} == {("t", 0): 2, ("t", 1): 4}
 
-    asyncio.run(main())

@@ -8,7 +8,6 @@ would serve.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import uuid
 from typing import Any
@@ -17,7 +16,7 @@ from odradek.broker.group import GroupCoordinator, GroupState, OffsetCommit
 from odradek.broker.group.consumer_group import ConsumerGroupState, HeartbeatRequest
 from odradek.broker.group.schema import GroupKey, OffsetKey
 
-from .test_coordinator import E, Harness, scenario, settle
+from .test_coordinator import E, Harness, settle
 from .test_group_migration_logic import assignment, subscription
 from .test_txn_offsets import EPOCH, marker
 
@@ -45,7 +44,6 @@ def join(member: str, epoch: int = 0) -> HeartbeatRequest:
     return HeartbeatRequest("c", member, epoch, rebalance_timeout_ms=10_000, subscribed_names=("t",), owned={})
 
 
-@scenario
 async def test_failed_sync_stores_nothing_and_the_next_generation_is_stored(h: Harness) -> None:
     (a,) = await h.stable_group(1)
     written = len(h.log.batches[0])
@@ -69,7 +67,6 @@ async def test_failed_sync_stores_nothing_and_the_next_generation_is_stored(h: H
     assert (loaded.generation_id, loaded.members[a.member_id].assignment) == (third.generation_id, b"new")
 
 
-@scenario
 async def test_failed_offset_commit_changes_nothing(h: Harness) -> None:
     (a,) = await h.stable_group(1)
     ok = await h.coord.commit_offsets("g", a.member_id, None, 1, {("t", 0): OffsetCommit(5)})
@@ -92,7 +89,6 @@ async def test_failed_offset_commit_changes_nothing(h: Harness) -> None:
     assert h.coord.fetch_offsets("g", None)[1][("t", 0)].offset == 11
 
 
-@scenario
 async def test_failed_offset_deletes_and_group_deletes_keep_everything(h: Harness) -> None:
     await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1), ("t", 1): OffsetCommit(2)})
     h.log.fail_with = E.not_enough_replicas
@@ -108,7 +104,6 @@ async def test_failed_offset_deletes_and_group_deletes_keep_everything(h: Harnes
     assert "solo" not in (await reloaded(h)).ctx.groups
 
 
-@scenario
 async def test_failed_txn_offset_commit_keeps_the_pending_offsets(h: Harness) -> None:
     pid, epoch = 7, EPOCH
     first = await h.coord.commit_txn_offsets("g", pid, epoch, "", None, -1, {("t", 0): OffsetCommit(10)})
@@ -129,7 +124,6 @@ async def test_failed_txn_offset_commit_keeps_the_pending_offsets(h: Harness) ->
     assert other.fetch_offsets("g", None) == h.coord.fetch_offsets("g", None)
 
 
-@scenario
 async def test_failed_consumer_heartbeat_reverts_the_group_and_the_next_one_writes_it_all(h: Harness) -> None:
     a = await h.coord.consumer_heartbeat(join("a"), TOPICS)
     assert a.error is E.none and a.member_epoch == 1
@@ -152,7 +146,6 @@ async def test_failed_consumer_heartbeat_reverts_the_group_and_the_next_one_writ
     assert other.ctx.consumer_committed == h.coord.ctx.consumer_committed
 
 
-@scenario
 async def test_failed_consumer_leave_and_session_expiry_keep_the_member(h: Harness) -> None:
     await h.coord.consumer_heartbeat(join("a"), TOPICS)
     await h.coord.consumer_heartbeat(join("b"), TOPICS)
@@ -173,7 +166,6 @@ async def test_failed_consumer_leave_and_session_expiry_keep_the_member(h: Harne
     assert consumer_view(other.consumer_groups.groups.get("c")) == consumer_view(live)
 
 
-@scenario
 async def test_failed_upgrade_leaves_the_classic_group_and_the_next_one_converts(h: Harness) -> None:
     (a,) = await h.complete(await h.new_member(protocols=(("range", subscription(1, ["t"])),)))
     synced = await h.coord.sync_group("g", a.generation_id, a.member_id, None,
@@ -199,22 +191,20 @@ async def test_failed_upgrade_leaves_the_classic_group_and_the_next_one_converts
     assert not other.ctx.groups["g"].members
 
 
-def test_background_tombstones_that_fail_leave_the_offsets() -> None:
-    async def main() -> None:
-        h = Harness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1_000)
-        await h.load()
-        await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
-        h.log.fail_with = E.not_enough_replicas
-        await h.advance(61_000)
-        assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
-        assert await h.coord.remove_offsets_for_topics(["t"]) == 1
-        assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
-        h.log.fail_with = None
-        await h.advance(1_000)
-        assert "solo" not in h.coord.ctx.groups
-        keys = [k for k, v in h.log.records(0) if v is None]
-        assert OffsetKey("solo", "t", 0) in keys and GroupKey("solo") in keys
-        assert "solo" not in (await reloaded(h)).ctx.groups
+async def test_background_tombstones_that_fail_leave_the_offsets() -> None:
+    h = Harness(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1_000)
+    await h.load()
+    await h.coord.commit_offsets("solo", "", None, -1, {("t", 0): OffsetCommit(1)})
+    h.log.fail_with = E.not_enough_replicas
+    await h.advance(61_000)
+    assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
+    assert await h.coord.remove_offsets_for_topics(["t"]) == 1
+    assert h.coord.fetch_offsets("solo", None)[1][("t", 0)].offset == 1
+    h.log.fail_with = None
+    await h.advance(1_000)
+    assert "solo" not in h.coord.ctx.groups
+    keys = [k for k, v in h.log.records(0) if v is None]
+    assert OffsetKey("solo", "t", 0) in keys and GroupKey("solo") in keys
+    assert "solo" not in (await reloaded(h)).ctx.groups
 
-    asyncio.run(main())
 

@@ -136,113 +136,110 @@ def test_classic_member_metadata_survives_the_records() -> None:
 
 # --- the coordinator: conversion records, the join timeout, reload -----------------------------------------
 
+UNDELAYED = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
 
-def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() -> None:
-    async def main() -> None:
-        clock, log = ManualClock(), MemoryOffsetsLog()
-        config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
-        coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
-        coord.topics_source = lambda: TOPICS
-        await coord.load_partition(0)
-        protocols = [("range", subscription(1, [TOPIC]))]
 
-        def join(member_id: str) -> Any:
-            return coord.join_group(JoinRequest(
-                "g", member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
-                rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
-                protocols=protocols,
-            ))
+async def loaded_coordinator() -> tuple[ManualClock, MemoryOffsetsLog, GroupCoordinator]:
+    """Broker 0's coordinator on a fresh in-memory log of one partition (joins not delayed), loaded."""
+    clock, log = ManualClock(), MemoryOffsetsLog()
+    coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=UNDELAYED)
+    coord.topics_source = lambda: TOPICS
+    await coord.load_partition(0)
+    return clock, log, coord
 
-        joined = await join("")
-        synced = await coord.sync_group("g", joined.generation_id, joined.member_id, None,
-                                        assignments={joined.member_id: assignment({TOPIC: [0, 1, 2, 3]})})
-        assert synced.error is E.none
-        c1 = joined.member_id
 
-        new = await coord.consumer_heartbeat(
-            HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
-        )
-        assert new.error is E.none and new.member_epoch == 2
-        assert "g" in coord.consumer_groups.groups and not coord.ctx.groups["g"].members
-        # The classic member learns through its heartbeat and rejoins. As Kafka's reconciliation does, its first
-        # join only revokes (it stays at epoch 1 keeping half); the next one, owning nothing, moves it to epoch 2.
-        assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
-        rejoined = await join(c1)
-        assert rejoined.error is E.none and rejoined.generation_id == 1 and rejoined.leader_id == ""
-        synced = await coord.sync_group("g", 1, c1, None, protocol_type="consumer", protocol_name="range")
-        assert len(decode_assignment(synced.assignment)[TOPIC]) == 2
-        assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
-        rejoined = await join(c1)
-        assert rejoined.error is E.none and rejoined.generation_id == 2
-        synced = await coord.sync_group("g", 2, c1, None, protocol_type="consumer", protocol_name="range")
-        got = decode_assignment(synced.assignment)[TOPIC]
-        assert synced.error is E.none and len(got) == 2
-        assert coord.heartbeat("g", 2, c1, None) is E.none
+async def test_coordinator_upgrades_times_out_a_silent_classic_member_and_reloads() -> None:
+    clock, log, coord = await loaded_coordinator()
+    protocols = [("range", subscription(1, [TOPIC]))]
 
-        # A second coordinator reading the log sees a consumer group with a classic member.
-        other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
-        await other.load_partition(0)
-        reloaded = other.consumer_groups.groups["g"]
-        assert reloaded.members[c1].classic is not None and reloaded.members[c1].assigned == {TOPIC: got}
-        assert not other.ctx.groups["g"].members
+    def join(member_id: str) -> Any:
+        return coord.join_group(JoinRequest(
+            "g", member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
+            rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+            protocols=protocols,
+        ))
 
-        # The consumer member's subscription changes, the classic member is told to rejoin but stays silent:
-        # after its rebalance timeout it is removed (its heartbeats alone do not keep it in).
-        await coord.consumer_heartbeat(
-            HeartbeatRequest("g", "m", 2, subscribed_names=(TOPIC, "u"), owned=new.assignment), TOPICS
-        )
+    joined = await join("")
+    synced = await coord.sync_group("g", joined.generation_id, joined.member_id, None,
+                                    assignments={joined.member_id: assignment({TOPIC: [0, 1, 2, 3]})})
+    assert synced.error is E.none
+    c1 = joined.member_id
+
+    new = await coord.consumer_heartbeat(
+        HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
+    )
+    assert new.error is E.none and new.member_epoch == 2
+    assert "g" in coord.consumer_groups.groups and not coord.ctx.groups["g"].members
+    # The classic member learns through its heartbeat and rejoins. As Kafka's reconciliation does, its first
+    # join only revokes (it stays at epoch 1 keeping half); the next one, owning nothing, moves it to epoch 2.
+    assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
+    rejoined = await join(c1)
+    assert rejoined.error is E.none and rejoined.generation_id == 1 and rejoined.leader_id == ""
+    synced = await coord.sync_group("g", 1, c1, None, protocol_type="consumer", protocol_name="range")
+    assert len(decode_assignment(synced.assignment)[TOPIC]) == 2
+    assert coord.heartbeat("g", 1, c1, None) is E.rebalance_in_progress
+    rejoined = await join(c1)
+    assert rejoined.error is E.none and rejoined.generation_id == 2
+    synced = await coord.sync_group("g", 2, c1, None, protocol_type="consumer", protocol_name="range")
+    got = decode_assignment(synced.assignment)[TOPIC]
+    assert synced.error is E.none and len(got) == 2
+    assert coord.heartbeat("g", 2, c1, None) is E.none
+
+    # A second coordinator reading the log sees a consumer group with a classic member.
+    other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=UNDELAYED)
+    await other.load_partition(0)
+    reloaded = other.consumer_groups.groups["g"]
+    assert reloaded.members[c1].classic is not None and reloaded.members[c1].assigned == {TOPIC: got}
+    assert not other.ctx.groups["g"].members
+
+    # The consumer member's subscription changes, the classic member is told to rejoin but stays silent:
+    # after its rebalance timeout it is removed (its heartbeats alone do not keep it in).
+    await coord.consumer_heartbeat(
+        HeartbeatRequest("g", "m", 2, subscribed_names=(TOPIC, "u"), owned=new.assignment), TOPICS
+    )
+    assert coord.heartbeat("g", 2, c1, None) is E.rebalance_in_progress
+    for _ in range(2):
+        clock.advance(9_000)  # within the 10 s session each time
         assert coord.heartbeat("g", 2, c1, None) is E.rebalance_in_progress
-        for _ in range(2):
-            clock.advance(9_000)  # within the 10 s session each time
-            assert coord.heartbeat("g", 2, c1, None) is E.rebalance_in_progress
-            await coord.tick()
-        assert c1 in coord.consumer_groups.groups["g"].members
-        clock.advance(2_001)
         await coord.tick()
-        await asyncio.sleep(0.01)
-        assert list(coord.consumer_groups.groups["g"].members) == ["m"]
+    assert c1 in coord.consumer_groups.groups["g"].members
+    clock.advance(2_001)
+    await coord.tick()
+    await asyncio.sleep(0.01)
+    assert list(coord.consumer_groups.groups["g"].members) == ["m"]
 
-    asyncio.run(main())
 
-
-def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
-    async def main() -> None:
-        clock, log = ManualClock(), MemoryOffsetsLog()
-        config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0)
-        coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
-        coord.topics_source = lambda: TOPICS
-        await coord.load_partition(0)
-        new = await coord.consumer_heartbeat(
-            HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
-        )
-        assert new.member_epoch == 1
-        joined = await coord.join_group(JoinRequest(
-            "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
-            rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
-            protocols=[("range", subscription(1, [TOPIC]))],
-        ))
-        assert joined.error is E.none and joined.generation_id == 2
-        left = await coord.consumer_heartbeat(HeartbeatRequest("g", "m", LEAVE_EPOCH), TOPICS)
-        assert left.error is E.none
-        assert "g" not in coord.consumer_groups.groups
-        classic = coord.ctx.groups["g"]
-        assert list(classic.members) == [joined.member_id]
-        assert classic.state is GroupState.PREPARING_REBALANCE and classic.generation_id == 2
-        # The classic member finds the rebalance on its next heartbeat and completes it alone.
-        assert coord.heartbeat("g", 2, joined.member_id, None) is E.rebalance_in_progress
-        again = await coord.join_group(JoinRequest(
-            "g", joined.member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
-            rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
-            protocols=[("range", subscription(1, [TOPIC]))],
-        ))
-        assert again.error is E.none and again.generation_id == 3 and again.leader_id == joined.member_id
-        # Reloaded: a classic group, the consumer group's records gone.
-        other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=config)
-        await other.load_partition(0)
-        assert "g" not in other.consumer_groups.groups
-        assert list(other.ctx.groups["g"].members) == [joined.member_id]
-
-    asyncio.run(main())
+async def test_coordinator_downgrades_when_the_last_consumer_member_leaves() -> None:
+    clock, log, coord = await loaded_coordinator()
+    new = await coord.consumer_heartbeat(
+        HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=20_000, subscribed_names=(TOPIC,), owned={}), TOPICS
+    )
+    assert new.member_epoch == 1
+    joined = await coord.join_group(JoinRequest(
+        "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
+        rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+        protocols=[("range", subscription(1, [TOPIC]))],
+    ))
+    assert joined.error is E.none and joined.generation_id == 2
+    left = await coord.consumer_heartbeat(HeartbeatRequest("g", "m", LEAVE_EPOCH), TOPICS)
+    assert left.error is E.none
+    assert "g" not in coord.consumer_groups.groups
+    classic = coord.ctx.groups["g"]
+    assert list(classic.members) == [joined.member_id]
+    assert classic.state is GroupState.PREPARING_REBALANCE and classic.generation_id == 2
+    # The classic member finds the rebalance on its next heartbeat and completes it alone.
+    assert coord.heartbeat("g", 2, joined.member_id, None) is E.rebalance_in_progress
+    again = await coord.join_group(JoinRequest(
+        "g", joined.member_id, None, require_known_member_id=False, client_id="c", client_host="/h",
+        rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+        protocols=[("range", subscription(1, [TOPIC]))],
+    ))
+    assert again.error is E.none and again.generation_id == 3 and again.leader_id == joined.member_id
+    # Reloaded: a classic group, the consumer group's records gone.
+    other = GroupCoordinator(broker_id=1, clock=clock, offsets_log=log, config=UNDELAYED)
+    await other.load_partition(0)
+    assert "g" not in other.consumer_groups.groups
+    assert list(other.ctx.groups["g"].members) == [joined.member_id]
 
 
 def test_static_classic_member_restarting_takes_over_its_predecessor() -> None:
@@ -259,29 +256,27 @@ def test_static_classic_member_restarting_takes_over_its_predecessor() -> None:
     assert member.assigned == {TOPIC: frozenset({0, 1})} and group.target["c1-new"] == {TOPIC: frozenset({0, 1})}
 
 
-def test_invalid_heartbeat_or_disabled_policy_leaves_the_classic_group_alone() -> None:
-    async def main() -> None:
-        for policy, assignor, expected in (
-            ("bidirectional", "nope", E.unsupported_assignor),
-            ("downgrade", None, E.group_id_not_found),
-        ):
-            clock, log = ManualClock(), MemoryOffsetsLog()
-            config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0,
-                                 consumer_migration_policy=policy)
-            coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
-            await coord.load_partition(0)
-            joined = await coord.join_group(JoinRequest(
-                "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
-                rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
-                protocols=[("range", subscription(1, [TOPIC]))],
-            ))
-            await coord.sync_group("g", 1, joined.member_id, None, assignments={joined.member_id: b""})
-            result = await coord.consumer_heartbeat(
-                HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=1, subscribed_names=(TOPIC,), owned={},
-                                 server_assignor=assignor),
-                TOPICS,
-            )
-            assert result.error is expected
-            assert "g" not in coord.consumer_groups.groups and list(coord.ctx.groups["g"].members) == [joined.member_id]
+async def test_invalid_heartbeat_or_disabled_policy_leaves_the_classic_group_alone() -> None:
+    for policy, assignor, expected in (
+        ("bidirectional", "nope", E.unsupported_assignor),
+        ("downgrade", None, E.group_id_not_found),
+    ):
+        clock, log = ManualClock(), MemoryOffsetsLog()
+        config = GroupConfig(offsets_topic_num_partitions=1, initial_rebalance_delay_ms=0,
+                             consumer_migration_policy=policy)
+        coord = GroupCoordinator(broker_id=0, clock=clock, offsets_log=log, config=config)
+        await coord.load_partition(0)
+        joined = await coord.join_group(JoinRequest(
+            "g", "", None, require_known_member_id=False, client_id="c", client_host="/h",
+            rebalance_timeout_ms=20_000, session_timeout_ms=10_000, protocol_type="consumer",
+            protocols=[("range", subscription(1, [TOPIC]))],
+        ))
+        await coord.sync_group("g", 1, joined.member_id, None, assignments={joined.member_id: b""})
+        result = await coord.consumer_heartbeat(
+            HeartbeatRequest("g", "m", 0, rebalance_timeout_ms=1, subscribed_names=(TOPIC,), owned={},
+                             server_assignor=assignor),
+            TOPICS,
+        )
+        assert result.error is expected
+        assert "g" not in coord.consumer_groups.groups and list(coord.ctx.groups["g"].members) == [joined.member_id]
 
-    asyncio.run(main())

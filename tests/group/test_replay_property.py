@@ -218,18 +218,16 @@ class Run:
 
 @PROPERTY
 @given(st.lists(step, min_size=STEPS, max_size=STEPS))
-def test_live_state_equals_the_replayed_log(steps: list[tuple[Any, ...]]) -> None:
-    async def main() -> None:
-        run = Run()
-        await run.coord.load_partition(0)
-        try:
-            for op in steps:
-                await run.step(op)
-                await run.check()
-        finally:
-            for c in run.classic:
-                if c.join is not None:
-                    c.join.cancel()
-            await run.coord.shutdown()
+async def test_live_state_equals_the_replayed_log(steps: list[tuple[Any, ...]]) -> None:
+    run = Run()
+    await run.coord.load_partition(0)
+    try:
+        for op in steps:
+            await run.step(op)
+            await run.check()
+    finally:
+        for c in run.classic:
+            if c.join is not None:
+                c.join.cancel()
+        await run.coord.shutdown()
 
-    asyncio.run(main())

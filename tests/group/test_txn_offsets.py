@@ -7,7 +7,6 @@ built as Kafka writes them (a transactional control batch whose record key is th
 
 from __future__ import annotations
 
-import asyncio
 import struct
 
 import crc32c
@@ -19,7 +18,7 @@ from odradek.placement.model import TopicPartition
 from odradek.protocol.records import decode_batch, encode_batch
 
 from .memlog import MemoryOffsetsLog
-from .test_coordinator import Harness, scenario
+from .test_coordinator import Harness
 
 E = ErrorCode
 TP = TopicPartition("t", 0)
@@ -63,7 +62,6 @@ def visible(h: Harness, group: str = "g") -> int | None:
     return None if value is None else value.offset
 
 
-@scenario
 async def test_offsets_stay_pending_until_commit_marker(h: Harness) -> None:
     assert await txn_commit(h, 10) is E.none
     # In the log as the producer's transactional batch, invisible to OffsetFetch, unstable under require_stable.
@@ -77,7 +75,6 @@ async def test_offsets_stay_pending_until_commit_marker(h: Harness) -> None:
     assert h.coord.unstable_offsets("g", [TP]) == set()
 
 
-@scenario
 async def test_abort_drops_the_pending_offsets(h: Harness) -> None:
     await h.coord.commit_offsets("g", "", None, -1, {TP: OffsetCommit(5)})
     assert await txn_commit(h, 10) is E.none
@@ -88,7 +85,6 @@ async def test_abort_drops_the_pending_offsets(h: Harness) -> None:
     assert visible(h) == 5
 
 
-@scenario
 async def test_a_later_plain_commit_wins_over_an_earlier_transactional_one(h: Harness) -> None:
     assert await txn_commit(h, 10) is E.none
     await h.coord.commit_offsets("g", "", None, -1, {TP: OffsetCommit(20)})
@@ -97,7 +93,6 @@ async def test_a_later_plain_commit_wins_over_an_earlier_transactional_one(h: Ha
     assert visible(h) == 20  # the transaction's record is older in the log: Kafka's olderThan keeps 20
 
 
-@scenario
 async def test_a_transaction_appended_after_a_plain_commit_replaces_it(h: Harness) -> None:
     await h.coord.commit_offsets("g", "", None, -1, {TP: OffsetCommit(20)})
     assert await txn_commit(h, 30) is E.none
@@ -106,7 +101,6 @@ async def test_a_transaction_appended_after_a_plain_commit_replaces_it(h: Harnes
     assert visible(h) == 30
 
 
-@scenario
 async def test_two_producers_complete_independently(h: Harness) -> None:
     assert await txn_commit(h, 10, producer_id=1) is E.none
     assert await txn_commit(h, 11, producer_id=2) is E.none
@@ -117,7 +111,6 @@ async def test_two_producers_complete_independently(h: Harness) -> None:
     assert visible(h) == 11  # producer 1's record is older than producer 2's
 
 
-@scenario
 async def test_kip_447_member_fields_are_checked(h: Harness) -> None:
     results = await h.stable_group(1)
     member = results[0]
@@ -129,7 +122,6 @@ async def test_kip_447_member_fields_are_checked(h: Harness) -> None:
     assert await txn_commit(h, 1, group="") is E.invalid_group_id
 
 
-@scenario
 async def test_failed_append_leaves_nothing_pending(h: Harness) -> None:
     h.log.fail_with = E.not_leader_or_follower
     assert await txn_commit(h, 10) is E.not_coordinator
@@ -139,76 +131,65 @@ async def test_failed_append_leaves_nothing_pending(h: Harness) -> None:
     assert visible(h) is None
 
 
-def test_loader_replays_transactions_and_markers() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        await h.coord.commit_offsets("committed", "", None, -1, {TP: OffsetCommit(1)})
-        await h.coord.commit_offsets("aborted", "", None, -1, {TP: OffsetCommit(1)})
-        await h.coord.commit_offsets("superseded", "", None, -1, {TP: OffsetCommit(1)})
-        assert await txn_commit(h, 10, producer_id=1, group="committed") is E.none
-        assert await txn_commit(h, 10, producer_id=2, group="aborted") is E.none
-        assert await txn_commit(h, 10, producer_id=3, group="superseded") is E.none
-        assert await txn_commit(h, 10, producer_id=4, group="open") is E.none
-        await h.coord.commit_offsets("superseded", "", None, -1, {TP: OffsetCommit(50)})
-        await write_marker(h, 1, commit=True)
-        await write_marker(h, 2, commit=False)
-        await write_marker(h, 3, commit=True)
+async def test_loader_replays_transactions_and_markers() -> None:
+    h = Harness()
+    await h.load()
+    await h.coord.commit_offsets("committed", "", None, -1, {TP: OffsetCommit(1)})
+    await h.coord.commit_offsets("aborted", "", None, -1, {TP: OffsetCommit(1)})
+    await h.coord.commit_offsets("superseded", "", None, -1, {TP: OffsetCommit(1)})
+    assert await txn_commit(h, 10, producer_id=1, group="committed") is E.none
+    assert await txn_commit(h, 10, producer_id=2, group="aborted") is E.none
+    assert await txn_commit(h, 10, producer_id=3, group="superseded") is E.none
+    assert await txn_commit(h, 10, producer_id=4, group="open") is E.none
+    await h.coord.commit_offsets("superseded", "", None, -1, {TP: OffsetCommit(50)})
+    await write_marker(h, 1, commit=True)
+    await write_marker(h, 2, commit=False)
+    await write_marker(h, 3, commit=True)
 
-        h2 = Harness(log=h.log, clock=h.clock)
-        await h2.load()
-        assert visible(h2, "committed") == 10
-        assert visible(h2, "aborted") == 1
-        assert visible(h2, "superseded") == 50
-        assert visible(h2, "open") is None
-        assert h2.coord.unstable_offsets("open", [TP]) == {TP}
-        # The open transaction completes on the new coordinator.
-        await write_marker(h2, 4, commit=True)
-        assert visible(h2, "open") == 10
-        assert h2.coord.fetch_offsets("committed", [TP])[1][TP] == OffsetValue(10, 2, "txn", h.clock.now_ms())
-
-    asyncio.run(main())
+    h2 = Harness(log=h.log, clock=h.clock)
+    await h2.load()
+    assert visible(h2, "committed") == 10
+    assert visible(h2, "aborted") == 1
+    assert visible(h2, "superseded") == 50
+    assert visible(h2, "open") is None
+    assert h2.coord.unstable_offsets("open", [TP]) == {TP}
+    # The open transaction completes on the new coordinator.
+    await write_marker(h2, 4, commit=True)
+    assert visible(h2, "open") == 10
+    assert h2.coord.fetch_offsets("committed", [TP])[1][TP] == OffsetValue(10, 2, "txn", h.clock.now_ms())
 
 
-def test_completion_while_loading_is_applied_after_the_load() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        assert await txn_commit(h, 10) is E.none
+async def test_completion_while_loading_is_applied_after_the_load() -> None:
+    h = Harness()
+    await h.load()
+    assert await txn_commit(h, 10) is E.none
 
-        h2 = Harness(log=h.log, clock=h.clock)
-        loading = h2.coord.load_partition(0)
-        assert h2.coord.is_loading(0)
-        # The marker's completion arrives while the partition is being loaded (past where the reader stops).
-        await h2.coord.complete_transaction(0, PID, True)
-        await loading
-        assert visible(h2) == 10
-
-    asyncio.run(main())
+    h2 = Harness(log=h.log, clock=h.clock)
+    loading = h2.coord.load_partition(0)
+    assert h2.coord.is_loading(0)
+    # The marker's completion arrives while the partition is being loaded (past where the reader stops).
+    await h2.coord.complete_transaction(0, PID, True)
+    await loading
+    assert visible(h2) == 10
 
 
-def test_loader_ignores_a_marker_without_pending_offsets() -> None:
-    async def main() -> None:
-        log = MemoryOffsetsLog()
-        await log.append(0, marker(77, commit=True))
-        h = Harness(log=log)
-        await h.load()
-        assert h.coord.fetch_offsets("g", None) == (E.none, {})
-
-    asyncio.run(main())
+async def test_loader_ignores_a_marker_without_pending_offsets() -> None:
+    log = MemoryOffsetsLog()
+    await log.append(0, marker(77, commit=True))
+    h = Harness(log=log)
+    await h.load()
+    assert h.coord.fetch_offsets("g", None) == (E.none, {})
 
 
-def test_unloading_forgets_pending_offsets_and_reloading_restores_them() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        assert await txn_commit(h, 10) is E.none
-        h.coord.unload_partition(0)
-        assert h.coord._offsets.producer_groups == {}
-        await h.coord.complete_transaction(0, PID, True)  # not coordinating: nothing to do here
-        await h.load()
-        assert visible(h) is None and h.coord.unstable_offsets("g", [TP]) == {TP}
-        await write_marker(h, PID, commit=True)
-        assert visible(h) == 10
+async def test_unloading_forgets_pending_offsets_and_reloading_restores_them() -> None:
+    h = Harness()
+    await h.load()
+    assert await txn_commit(h, 10) is E.none
+    h.coord.unload_partition(0)
+    assert h.coord._offsets.producer_groups == {}
+    await h.coord.complete_transaction(0, PID, True)  # not coordinating: nothing to do here
+    await h.load()
+    assert visible(h) is None and h.coord.unstable_offsets("g", [TP]) == {TP}
+    await write_marker(h, PID, commit=True)
+    assert visible(h) == 10
 
-    asyncio.run(main())

@@ -47,108 +47,88 @@ def watching(part: Partition, clock: ManualClock, replica_id: int) -> tuple[Fetc
     return session, entry
 
 
-def test_an_append_wakes_a_follower_session_and_dirties_a_consumer_one_only_when_the_hw_moves(open_log, clock):
-    async def main() -> None:
-        part, _ = leader(open_log, clock, [1, 2, 3])
-        follower, f_entry = watching(part, clock, FOLLOWER)
-        consumer, c_entry = watching(part, clock, -1)
-        append(part, 2)
-        await until(follower.waiter.done, "the follower session's fetch woke on the append")
-        assert f_entry in follower.dirty
-        assert not consumer.dirty and not consumer.waiter.done(), "no HW move, nothing for a consumer"
-        part.record_follower_fetch(2, 2)
-        part.record_follower_fetch(3, 2)
-        assert part.high_watermark == 2
-        await until(consumer.waiter.done, "the consumer session's fetch woke on the HW move")
-        assert c_entry in consumer.dirty
-
-    asyncio.run(main())
+async def test_an_append_wakes_a_follower_session_and_dirties_a_consumer_one_only_when_the_hw_moves(open_log, clock):
+    part, _ = leader(open_log, clock, [1, 2, 3])
+    follower, f_entry = watching(part, clock, FOLLOWER)
+    consumer, c_entry = watching(part, clock, -1)
+    append(part, 2)
+    await until(follower.waiter.done, "the follower session's fetch woke on the append")
+    assert f_entry in follower.dirty
+    assert not consumer.dirty and not consumer.waiter.done(), "no HW move, nothing for a consumer"
+    part.record_follower_fetch(2, 2)
+    part.record_follower_fetch(3, 2)
+    assert part.high_watermark == 2
+    await until(consumer.waiter.done, "the consumer session's fetch woke on the HW move")
+    assert c_entry in consumer.dirty
 
 
-def test_a_new_leader_epoch_and_the_loss_of_leadership_wake_every_session(open_log, clock):
-    async def main() -> None:
-        part, _ = leader(open_log, clock, [1, 2, 3])
-        follower, _f = watching(part, clock, FOLLOWER)
-        consumer, _c = watching(part, clock, -1)
-        part.make_leader(leader_epoch=1, replicas=[1, 2, 3], isr=[1, 2, 3], zk_version=1)
-        await until(lambda: follower.waiter.done() and consumer.waiter.done(), "both woke on the new epoch")
-        follower, _f = watching(part, clock, FOLLOWER)
-        part.make_follower(leader_id=2, leader_epoch=2, replicas=[1, 2, 3], isr=[1, 2, 3])
-        await until(follower.waiter.done, "the session woke on the loss of leadership")
-        assert follower.dirty
-
-    asyncio.run(main())
+async def test_a_new_leader_epoch_and_the_loss_of_leadership_wake_every_session(open_log, clock):
+    part, _ = leader(open_log, clock, [1, 2, 3])
+    follower, _f = watching(part, clock, FOLLOWER)
+    consumer, _c = watching(part, clock, -1)
+    part.make_leader(leader_epoch=1, replicas=[1, 2, 3], isr=[1, 2, 3], zk_version=1)
+    await until(lambda: follower.waiter.done() and consumer.waiter.done(), "both woke on the new epoch")
+    follower, _f = watching(part, clock, FOLLOWER)
+    part.make_follower(leader_id=2, leader_epoch=2, replicas=[1, 2, 3], isr=[1, 2, 3])
+    await until(follower.waiter.done, "the session woke on the loss of leadership")
+    assert follower.dirty
 
 
-def test_the_same_epoch_again_resets_the_followers_so_their_partitions_are_read(open_log, clock):
-    async def main() -> None:
-        part, _ = leader(open_log, clock, [1, 2, 3])
-        follower, entry = watching(part, clock, FOLLOWER)
-        part.make_leader(leader_epoch=0, replicas=[1, 2, 3], isr=[1, 2, 3], zk_version=3)
-        assert entry in follower.dirty
-
-    asyncio.run(main())
+async def test_the_same_epoch_again_resets_the_followers_so_their_partitions_are_read(open_log, clock):
+    part, _ = leader(open_log, clock, [1, 2, 3])
+    follower, entry = watching(part, clock, FOLLOWER)
+    part.make_leader(leader_epoch=0, replicas=[1, 2, 3], isr=[1, 2, 3], zk_version=3)
+    assert entry in follower.dirty
 
 
-def test_delete_records_on_a_worker_thread_reaches_the_session_on_the_loop(open_log, clock):
-    async def main() -> None:
-        part, _ = leader(open_log, clock, [1])
-        append(part, 4)
-        consumer, entry = watching(part, clock, -1)
-        await asyncio.to_thread(part.log.delete_records_before, 2, 4)
-        await until(consumer.waiter.done, "the consumer session woke on the log start moving")
-        assert entry in consumer.dirty
-
-    asyncio.run(main())
+async def test_delete_records_on_a_worker_thread_reaches_the_session_on_the_loop(open_log, clock):
+    part, _ = leader(open_log, clock, [1])
+    append(part, 4)
+    consumer, entry = watching(part, clock, -1)
+    await asyncio.to_thread(part.log.delete_records_before, 2, 4)
+    await until(consumer.waiter.done, "the consumer session woke on the log start moving")
+    assert entry in consumer.dirty
 
 
-def test_a_disk_error_dirties_and_wakes_the_sessions(open_log, clock):
-    async def main() -> None:
-        part, _ = leader(open_log, clock, [1, 2])
-        follower, entry = watching(part, clock, FOLLOWER)
-        _fail_writes(part.log)
-        with pytest.raises(KafkaError):
-            append(part, 1)
-        assert part.log.offline
-        await until(follower.waiter.done, "the session woke on the log going offline")
-        assert entry in follower.dirty
-
-    asyncio.run(main())
-
-
-def test_an_isr_change_dirties_the_sessions_without_waking_them(open_log, clock):
-    async def main() -> None:
-        # min.insync.replicas 3: the shrink holds the high watermark, so the ISR change is the only event
-        part, writer = leader(open_log, clock, [1, 2, 3], config=LogConfig(min_insync_replicas=3))
-        follower, entry = watching(part, clock, FOLLOWER)
+async def test_a_disk_error_dirties_and_wakes_the_sessions(open_log, clock):
+    part, _ = leader(open_log, clock, [1, 2])
+    follower, entry = watching(part, clock, FOLLOWER)
+    _fail_writes(part.log)
+    with pytest.raises(KafkaError):
         append(part, 1)
-        part.record_follower_fetch(2, 1)
-        follower.dirty.clear()
-        follower.waiter = asyncio.get_running_loop().create_future()
-        clock.advance(LAG_MS + 1)
-        part.maybe_shrink_isr(LAG_MS)
-        await answered(writer, 1)
-        assert part.isr == [1, 2] and part.high_watermark == 0
-        assert entry in follower.dirty and not follower.waiter.done()
-
-    asyncio.run(main())
+    assert part.log.offline
+    await until(follower.waiter.done, "the session woke on the log going offline")
+    assert entry in follower.dirty
 
 
-def test_a_follower_idle_on_a_partition_stays_caught_up_through_its_session_fetches(open_log, clock):
+async def test_an_isr_change_dirties_the_sessions_without_waking_them(open_log, clock):
+    # min.insync.replicas 3: the shrink holds the high watermark, so the ISR change is the only event
+    part, writer = leader(open_log, clock, [1, 2, 3], config=LogConfig(min_insync_replicas=3))
+    follower, entry = watching(part, clock, FOLLOWER)
+    append(part, 1)
+    part.record_follower_fetch(2, 1)
+    follower.dirty.clear()
+    follower.waiter = asyncio.get_running_loop().create_future()
+    clock.advance(LAG_MS + 1)
+    part.maybe_shrink_isr(LAG_MS)
+    await answered(writer, 1)
+    assert part.isr == [1, 2] and part.high_watermark == 0
+    assert entry in follower.dirty and not follower.waiter.done()
+
+
+async def test_a_follower_idle_on_a_partition_stays_caught_up_through_its_session_fetches(open_log, clock):
     """Its fetches no longer visit an idle partition, so the session's fetch times stand for them: the follower
     whose session fetched recently is in sync when the next append comes, one whose session stopped is not."""
-    async def main() -> None:
-        part, writer = leader(open_log, clock, [1, 2, 3])
-        append(part, 1)
-        part.record_follower_fetch(2, 1)
-        part.record_follower_fetch(3, 1)
-        live, _ = watching(part, clock, 2)
-        watching(part, clock, 3)  # replica 3's session fetches no more
-        clock.advance(LAG_MS * 3)
-        live.last_used_ms = clock.monotonic_ms()  # replica 2 keeps fetching; the partition stays idle
-        append(part, 1)
-        part.maybe_shrink_isr(LAG_MS)
-        await answered(writer, 1)
-        assert part.isr == [1, 2]
+    part, writer = leader(open_log, clock, [1, 2, 3])
+    append(part, 1)
+    part.record_follower_fetch(2, 1)
+    part.record_follower_fetch(3, 1)
+    live, _ = watching(part, clock, 2)
+    watching(part, clock, 3)  # replica 3's session fetches no more
+    clock.advance(LAG_MS * 3)
+    live.last_used_ms = clock.monotonic_ms()  # replica 2 keeps fetching; the partition stays idle
+    append(part, 1)
+    part.maybe_shrink_isr(LAG_MS)
+    await answered(writer, 1)
+    assert part.isr == [1, 2]
 
-    asyncio.run(main())

@@ -210,11 +210,8 @@ async def start(reply: Reply) -> tuple[asyncio.Server, int]:
     return server, server.sockets[0].getsockname()[1]
 
 
-def test_async_connection_orders_concurrent_requests() -> None:
-    asyncio.run(asyncio.wait_for(_orders_concurrent_requests(), 30))
-
-
-async def _orders_concurrent_requests() -> None:
+@pytest.mark.timeout(30, func_only=True)
+async def test_async_connection_orders_concurrent_requests() -> None:
     server, port = await start(echo)
     conn = await AsyncConnection.open("127.0.0.1", port, "me", timeout=5)
     try:
@@ -228,11 +225,8 @@ async def _orders_concurrent_requests() -> None:
         await server.wait_closed()
 
 
-def test_async_connection_closes_on_timeout_and_on_a_mismatched_answer() -> None:
-    asyncio.run(asyncio.wait_for(_closes_on_timeout_and_mismatch(), 30))
-
-
-async def _closes_on_timeout_and_mismatch() -> None:
+@pytest.mark.timeout(30, func_only=True)
+async def test_async_connection_closes_on_timeout_and_on_a_mismatched_answer() -> None:
     server, port = await start(lambda header, body: b"" if body == b"silent" else answer(7, b""))
     try:
         conn = await AsyncConnection.open("127.0.0.1", port, None, timeout=5)

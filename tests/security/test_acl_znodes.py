@@ -50,72 +50,67 @@ def test_change_notifications_are_kafkas() -> None:
     assert az.decode_change(PatternType.PREFIXED, az.encode_change(prefixed)) == prefixed
 
 
-def test_writes_with_compare_and_set_and_announce() -> None:
-    async def run() -> None:
-        backend = EmbeddedBackend()
-        session = await backend.session()
-        await acl_store.ensure_layout(session)
-        pattern = ResourcePattern(ResourceType.GROUP, "g", PatternType.PREFIXED)
-        write = AccessControlEntry("User:bob", "10.0.0.1", Operation.READ, Permission.DENY)
-        await asyncio.gather(
-            acl_store.update_resource(session, pattern, lambda cur: cur | {READ_ALICE}),
-            acl_store.update_resource(session, pattern, lambda cur: cur | {write}),
-        )
-        assert (await acl_store.read_resource(session, pattern))[0] == {READ_ALICE, write}
-        assert await acl_store.load_all(session) == {pattern: frozenset({READ_ALICE, write})}
-        changes = sorted(await session.children("/kafka-acl-extended-changes"))
-        assert changes == ["acl_changes_0000000000", "acl_changes_0000000001"]
-        # nothing to change: nothing written, nothing announced
-        await acl_store.update_resource(session, pattern, lambda cur: cur)
-        assert len(await session.children("/kafka-acl-extended-changes")) == 2
-        await acl_store.update_resource(session, pattern, lambda cur: frozenset())
-        assert await session.exists(az.resource_path(pattern)) is None
-        await backend.close()
-
-    asyncio.run(run())
+async def test_writes_with_compare_and_set_and_announce() -> None:
+    backend = EmbeddedBackend()
+    session = await backend.session()
+    await acl_store.ensure_layout(session)
+    pattern = ResourcePattern(ResourceType.GROUP, "g", PatternType.PREFIXED)
+    write = AccessControlEntry("User:bob", "10.0.0.1", Operation.READ, Permission.DENY)
+    await asyncio.gather(
+        acl_store.update_resource(session, pattern, lambda cur: cur | {READ_ALICE}),
+        acl_store.update_resource(session, pattern, lambda cur: cur | {write}),
+    )
+    assert (await acl_store.read_resource(session, pattern))[0] == {READ_ALICE, write}
+    assert await acl_store.load_all(session) == {pattern: frozenset({READ_ALICE, write})}
+    changes = sorted(await session.children("/kafka-acl-extended-changes"))
+    assert changes == ["acl_changes_0000000000", "acl_changes_0000000001"]
+    # nothing to change: nothing written, nothing announced
+    await acl_store.update_resource(session, pattern, lambda cur: cur)
+    assert len(await session.children("/kafka-acl-extended-changes")) == 2
+    await acl_store.update_resource(session, pattern, lambda cur: frozenset())
+    assert await session.exists(az.resource_path(pattern)) is None
+    await backend.close()
 
 
-def test_the_watch_follows_notifications_and_purges_old_ones() -> None:
+async def test_the_watch_follows_notifications_and_purges_old_ones() -> None:
     from odradek.broker.faults import FaultState
     from odradek.broker.link.acl_watch import CHANGE_EXPIRATION_MS, AclWatch
     from odradek.broker.link.membership import Membership, Registration
     from odradek.clock import ManualClock
     from odradek.security.authorizer import Authorizer
 
-    async def run() -> None:
-        clock = ManualClock()
-        backend = EmbeddedBackend(clock)
-        writer = await backend.session()
-        await acl_store.ensure_layout(writer)
-        topic = ResourcePattern(ResourceType.TOPIC, "t")
-        # an ACL written before the broker starts: loaded whole, its notification not replayed
-        await acl_store.update_resource(writer, topic, lambda cur: cur | {READ_ALICE})
-        membership = Membership(backend, 1, 10_000, clock, FaultState())
-        authorizer = Authorizer(sessions=membership.current)
-        watch = AclWatch(membership, authorizer)
-        await membership.connect()
-        await membership.register(Registration(1, "127.0.0.1", 9092, None, -1))
-        assert authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "t")
+    clock = ManualClock()
+    backend = EmbeddedBackend(clock)
+    writer = await backend.session()
+    await acl_store.ensure_layout(writer)
+    topic = ResourcePattern(ResourceType.TOPIC, "t")
+    # an ACL written before the broker starts: loaded whole, its notification not replayed
+    await acl_store.update_resource(writer, topic, lambda cur: cur | {READ_ALICE})
+    membership = Membership(backend, 1, 10_000, clock, FaultState())
+    authorizer = Authorizer(sessions=membership.current)
+    watch = AclWatch(membership, authorizer)
+    await membership.connect()
+    await membership.register(Registration(1, "127.0.0.1", 9092, None, -1))
+    assert authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "t")
 
-        # another broker's change arrives through the prefixed notifications
-        prefixed = ResourcePattern(ResourceType.TOPIC, "p-", PatternType.PREFIXED)
-        clock.advance(CHANGE_EXPIRATION_MS + 1)
-        await acl_store.update_resource(writer, prefixed, lambda cur: cur | {READ_ALICE})
-        for _ in range(200):
-            if authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "p-x"):
-                break
-            await asyncio.sleep(0.01)
-        assert authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "p-x")
-        # the literal notification written before the clock moved is older than 15 minutes: gone once seen
-        await acl_store.update_resource(writer, topic, lambda cur: frozenset())
-        for _ in range(200):
-            if not authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "t"):
-                break
-            await asyncio.sleep(0.01)
-        assert not authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "t")
-        assert await writer.children("/kafka-acl-changes") == ["acl_changes_0000000001"]
-        watch.stopped = True
-        await membership.close()
-        await backend.close()
+    # another broker's change arrives through the prefixed notifications
+    prefixed = ResourcePattern(ResourceType.TOPIC, "p-", PatternType.PREFIXED)
+    clock.advance(CHANGE_EXPIRATION_MS + 1)
+    await acl_store.update_resource(writer, prefixed, lambda cur: cur | {READ_ALICE})
+    for _ in range(200):
+        if authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "p-x"):
+            break
+        await asyncio.sleep(0.01)
+    assert authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "p-x")
+    # the literal notification written before the clock moved is older than 15 minutes: gone once seen
+    await acl_store.update_resource(writer, topic, lambda cur: frozenset())
+    for _ in range(200):
+        if not authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "t"):
+            break
+        await asyncio.sleep(0.01)
+    assert not authorizer.authorize("User:alice", "h", Operation.READ, ResourceType.TOPIC, "t")
+    assert await writer.children("/kafka-acl-changes") == ["acl_changes_0000000001"]
+    watch.stopped = True
+    await membership.close()
+    await backend.close()
 
-    asyncio.run(run())

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema
@@ -28,27 +29,26 @@ from odradek.protocol.framing import FrameError
 KEYS = {17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0)}
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
 
 class _NullWriter:
     def get_extra_info(self, name: str) -> tuple[str, int]:
         return ("127.0.0.1", 1)
 
 
-@pytest.fixture(scope="module")
-def loop_and_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, Broker]]:
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def broker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Broker]:
+    """An in-process broker with a SASL listener, on the module's loop (the tests' too: ``pytestmark``)."""
     config = BrokerConfig.build(data_dir=str(Path(tmp_path_factory.mktemp("sasl-fuzz"))), overrides={
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
     })
     broker = Broker(config, EmbeddedBackend())
-    loop.run_until_complete(broker.start())
-    yield loop, broker
-    loop.run_until_complete(broker.stop())
-    asyncio.set_event_loop(None)
-    loop.close()
+    await broker.start()
+    yield broker
+    await broker.stop()
 
 
 def _encode(api_key: int, version: int, body: object) -> bytes:
@@ -68,9 +68,7 @@ _MECHANISMS = st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAP
 
 @FUZZ
 @given(st.data())
-def test_random_sasl_and_credential_requests(loop_and_broker: tuple[asyncio.AbstractEventLoop, Broker],
-                                             data: st.DataObject) -> None:
-    loop, broker = loop_and_broker
+async def test_random_sasl_and_credential_requests(broker: Broker, data: st.DataObject) -> None:
     sasl_listener = data.draw(st.booleans())
     name = "SASL_PLAINTEXT" if sasl_listener else "PLAINTEXT"
     conn = Connection(broker.services, broker, asyncio.StreamReader(), _NullWriter(),  # type: ignore[arg-type]
@@ -81,12 +79,12 @@ def test_random_sasl_and_credential_requests(loop_and_broker: tuple[asyncio.Abst
         schema = load_request_schema(key, version)
         body = schema(mechanism=data.draw(_MECHANISMS)) if key == 17 else data.draw(st.from_type(schema))
         try:
-            loop.run_until_complete(asyncio.wait_for(conn.dispatch(_encode(key, version, body)), 10))
+            await asyncio.wait_for(conn.dispatch(_encode(key, version, body)), 10)
         except FrameError:
             pass
     # the broker still answers a normal request on a fresh plaintext connection
     plain = Connection(broker.services, broker, asyncio.StreamReader(), _NullWriter())  # type: ignore[arg-type]
     schema = load_request_schema(18, 3)
-    out = loop.run_until_complete(plain.dispatch(_encode(18, 3, schema(client_software_name="x",
-                                                                        client_software_version="1"))))
+    out = await plain.dispatch(_encode(18, 3, schema(client_software_name="x",
+                                                                        client_software_version="1")))
     assert out

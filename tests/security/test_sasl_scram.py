@@ -106,14 +106,14 @@ def test_kafka_python_over_scram_sha_512(broker: BrokerProcess) -> None:
 
 @pytest.mark.parametrize(("mechanism", "user", "password"), [
     ("PLAIN", "alice", "alice-secret"), ("SCRAM-SHA-256", "carol", "carol-secret")])
-def test_aiokafka_over_plain_and_scram(broker: BrokerProcess, mechanism: str, user: str, password: str) -> None:
+async def test_aiokafka_over_plain_and_scram(broker: BrokerProcess, mechanism: str, user: str, password: str) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     topic, group = f"aio-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     conf = {"bootstrap_servers": broker.listeners["SASL_PLAINTEXT"], "security_protocol": "SASL_PLAINTEXT",
             "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
 
-    async def run() -> list[bytes]:
+    async def produce_and_consume() -> list[bytes]:
         producer = AIOKafkaProducer(**conf)
         await producer.start()
         try:
@@ -133,7 +133,7 @@ def test_aiokafka_over_plain_and_scram(broker: BrokerProcess, mechanism: str, us
         finally:
             await consumer.stop()
 
-    assert asyncio.run(run()) == [b"a0", b"a1", b"a2"]
+    assert await produce_and_consume() == [b"a0", b"a1", b"a2"]
 
 
 @pytest.mark.parametrize(("mechanism", "user", "password"), [

@@ -6,14 +6,13 @@ requests and the followers' fetches went over TLS and authenticated; the clients
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -89,11 +88,11 @@ async def add_users(hosts: str) -> None:
 
 
 @pytest.fixture
-def sasl_ssl_cluster(tmp_path: Path, pki: TestPki) -> Iterator[str]:
+async def sasl_ssl_cluster(tmp_path: Path, pki: TestPki) -> AsyncIterator[str]:
     server = LocalZooKeeper(tmp_path / "zookeeper").start()
     brokers: list[ZkBroker] = []
     try:
-        asyncio.run(add_users(server.hosts))
+        await add_users(server.hosts)
         brokers = [ZkBroker(i, f"{server.hosts}{CHROOT}", tmp_path, overrides(pki)) for i in range(3)]
         yield ",".join(b.wait_ready() for b in brokers)
     finally:

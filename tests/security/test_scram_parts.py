@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 
@@ -33,48 +32,48 @@ def _server(credential: ScramCredential | None, mechanism: str = "SCRAM-SHA-256"
     return ScramServer(mechanism, lookup, server_nonce=lambda: SERVER_NONCE)
 
 
-def test_rfc7677_exchange_byte_for_byte() -> None:
+async def test_rfc7677_exchange_byte_for_byte() -> None:
     credential = make_credential("SCRAM-SHA-256", "pencil", 4096, SALT)
     client = ScramClient("SCRAM-SHA-256", "user", "pencil", client_nonce=CLIENT_NONCE)
     server = _server(credential)
     assert client.first_message() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-    server_first = asyncio.run(server.evaluate(client.first_message()))
+    server_first = await server.evaluate(client.first_message())
     assert server_first == (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,"
                             b"i=4096")
     final = client.final_message(server_first)
     assert final == (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
                      b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
-    server_final = asyncio.run(server.evaluate(final))
+    server_final = await server.evaluate(final)
     assert server_final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
     client.verify_final(server_final)
     assert server.complete and server.authorization_id == "user"
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_wrong_password_forged_nonce_and_bad_binding_fail(mechanism: str) -> None:
+async def test_wrong_password_forged_nonce_and_bad_binding_fail(mechanism: str) -> None:
     credential = make_credential(mechanism, "pencil", 4096)
     for password, tamper in (("wrong", None), ("pencil", "nonce"), ("pencil", "binding")):
         client = ScramClient(mechanism, "user", password)
         server = _server(credential, mechanism)
-        final = client.final_message(asyncio.run(server.evaluate(client.first_message())))
+        final = client.final_message(await server.evaluate(client.first_message()))
         if tamper == "nonce":
             final = final.replace(SERVER_NONCE.encode(), b"forged-nonce-of-an-attacker")
         elif tamper == "binding":
             final = final.replace(b"c=biws", b"c=" + base64.b64encode(b"n,a=user,"))
         with pytest.raises(SaslExchangeError):
-            asyncio.run(server.evaluate(final))
+            await server.evaluate(final)
 
 
-def test_unknown_user_other_authzid_and_garbage() -> None:
+async def test_unknown_user_other_authzid_and_garbage() -> None:
     credential = make_credential("SCRAM-SHA-256", "pencil")
     with pytest.raises(SaslExchangeError, match="Invalid user credentials"):
-        asyncio.run(_server(credential).evaluate(b"n,,n=nobody,r=abc"))
+        await _server(credential).evaluate(b"n,,n=nobody,r=abc")
     with pytest.raises(SaslAuthenticationError, match="authorization id that is different"):
-        asyncio.run(_server(credential).evaluate(b"n,a=admin,n=user,r=abc"))
+        await _server(credential).evaluate(b"n,a=admin,n=user,r=abc")
     for garbage in (b"", b"n,,", b"n,,n=user", b"y,,n=user,r=abc", b"p=tls,,n=user,r=abc", b"\xff\xfe",
                     b"n,,n=a=b,r=x"):
         with pytest.raises(SaslExchangeError):
-            asyncio.run(_server(credential).evaluate(garbage))
+            await _server(credential).evaluate(garbage)
     assert username_of("a=2Cb=3Dc") == "a,b=c"
     with pytest.raises(ScramFormatError):
         username_of("a=b")
@@ -91,29 +90,27 @@ def test_credentials_are_kafkas_strings() -> None:
             ScramCredential.from_string(bad)
 
 
-def test_store_keeps_other_keys_and_announces_the_change() -> None:
-    async def run() -> None:
-        backend = EmbeddedBackend()
-        session = await backend.session()
-        await session.create(user_config_path("alice"), json.dumps(
-            {"version": 1, "config": {"producer_byte_rate": "1024"}}).encode(), make_parents=True)
-        credential = make_credential("SCRAM-SHA-256", "alice-secret", 8192)
-        await alter_credentials(session, "alice", {"SCRAM-SHA-256": credential}, [])
-        data, _ = await session.get("/config/users/alice")
-        doc = json.loads(data)
-        assert doc == {"version": 1, "config": {"producer_byte_rate": "1024",
-                                                "SCRAM-SHA-256": credential.to_string()}}
-        assert await read_credential(session, "SCRAM-SHA-256", "alice") == credential
-        assert await read_credential(session, "SCRAM-SHA-512", "alice") is None
-        changes = await session.children("/config/changes")
-        note, _ = await session.get(f"/config/changes/{sorted(changes)[-1]}")
-        assert json.loads(note) == {"version": 2, "entity_path": "users/alice"}
-        await alter_credentials(session, "bob smith*", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "x")}, [])
-        assert sanitize("bob smith*") == "bob%20smith%2A"
-        assert await describe_credentials(session, None) == {"alice": {"SCRAM-SHA-256": 8192},
-                                                             "bob smith*": {"SCRAM-SHA-512": 4096}}
-        await alter_credentials(session, "alice", {}, ["SCRAM-SHA-256"])
-        assert json.loads((await session.get("/config/users/alice"))[0])["config"] == {"producer_byte_rate": "1024"}
-        await backend.close()
+async def test_store_keeps_other_keys_and_announces_the_change() -> None:
+    backend = EmbeddedBackend()
+    session = await backend.session()
+    await session.create(user_config_path("alice"), json.dumps(
+        {"version": 1, "config": {"producer_byte_rate": "1024"}}).encode(), make_parents=True)
+    credential = make_credential("SCRAM-SHA-256", "alice-secret", 8192)
+    await alter_credentials(session, "alice", {"SCRAM-SHA-256": credential}, [])
+    data, _ = await session.get("/config/users/alice")
+    doc = json.loads(data)
+    assert doc == {"version": 1, "config": {"producer_byte_rate": "1024",
+                                            "SCRAM-SHA-256": credential.to_string()}}
+    assert await read_credential(session, "SCRAM-SHA-256", "alice") == credential
+    assert await read_credential(session, "SCRAM-SHA-512", "alice") is None
+    changes = await session.children("/config/changes")
+    note, _ = await session.get(f"/config/changes/{sorted(changes)[-1]}")
+    assert json.loads(note) == {"version": 2, "entity_path": "users/alice"}
+    await alter_credentials(session, "bob smith*", {"SCRAM-SHA-512": make_credential("SCRAM-SHA-512", "x")}, [])
+    assert sanitize("bob smith*") == "bob%20smith%2A"
+    assert await describe_credentials(session, None) == {"alice": {"SCRAM-SHA-256": 8192},
+                                                         "bob smith*": {"SCRAM-SHA-512": 4096}}
+    await alter_credentials(session, "alice", {}, ["SCRAM-SHA-256"])
+    assert json.loads((await session.get("/config/users/alice"))[0])["config"] == {"producer_byte_rate": "1024"}
+    await backend.close()
 
-    asyncio.run(run())

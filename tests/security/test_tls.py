@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
@@ -64,88 +64,69 @@ def trusting(pki: TestPki, **extra: object) -> ssl.SSLContext:
     return client_context(TlsSettings.of(truststore_type="PEM", truststore_location=str(pki.ca.cert), **extra))
 
 
-def run(coro_fn: Callable[[], object]) -> object:
-    return asyncio.run(coro_fn())  # type: ignore[arg-type]
+async def test_pem_key_store_file_and_trust_store_with_the_hostname_check(pki: TestPki) -> None:
+    async with tls_echo(broker_side(pki)) as port:
+        assert await ask(port, trusting(pki)) == "User:ANONYMOUS|TLSv1.3"
+        assert await ask(port, trusting(pki), server_hostname="localhost") == "User:ANONYMOUS|TLSv1.3"
+        with pytest.raises(ssl.SSLCertVerificationError, match="mismatch"):
+            await ask(port, trusting(pki), server_hostname="elsewhere.example")
+        # an empty ssl.endpoint.identification.algorithm turns the name check off, not the chain check
+        lax = trusting(pki, endpoint_identification_algorithm="")
+        assert await ask(port, lax, server_hostname="elsewhere.example") == "User:ANONYMOUS|TLSv1.3"
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await ask(port, client_context(TlsSettings.of(truststore_type="PEM",
+                                                          truststore_location=str(pki.alice.cert))))
 
 
-def test_pem_key_store_file_and_trust_store_with_the_hostname_check(pki: TestPki) -> None:
-    async def main() -> None:
-        async with tls_echo(broker_side(pki)) as port:
-            assert await ask(port, trusting(pki)) == "User:ANONYMOUS|TLSv1.3"
-            assert await ask(port, trusting(pki), server_hostname="localhost") == "User:ANONYMOUS|TLSv1.3"
-            with pytest.raises(ssl.SSLCertVerificationError, match="mismatch"):
-                await ask(port, trusting(pki), server_hostname="elsewhere.example")
-            # an empty ssl.endpoint.identification.algorithm turns the name check off, not the chain check
-            lax = trusting(pki, endpoint_identification_algorithm="")
-            assert await ask(port, lax, server_hostname="elsewhere.example") == "User:ANONYMOUS|TLSv1.3"
-            with pytest.raises(ssl.SSLCertVerificationError):
-                await ask(port, client_context(TlsSettings.of(truststore_type="PEM",
-                                                              truststore_location=str(pki.alice.cert))))
-
-    run(main)
-
-
-def test_inline_pem_key_chain_and_certificates(pki: TestPki) -> None:
+async def test_inline_pem_key_chain_and_certificates(pki: TestPki) -> None:
     server = server_context(TlsSettings.of(keystore_type="PEM", keystore_key=pki.broker.key_text(),
                                            keystore_certificate_chain=pki.broker.chain_text()))
     client = client_context(TlsSettings.of(truststore_type="PEM", truststore_certificates=pki.ca.cert.read_text()))
 
-    async def main() -> None:
-        async with tls_echo(server) as port:
-            assert await ask(port, client) == "User:ANONYMOUS|TLSv1.3"
-
-    run(main)
+    async with tls_echo(server) as port:
+        assert await ask(port, client) == "User:ANONYMOUS|TLSv1.3"
 
 
-def test_mutual_tls_required_maps_the_certificate_to_the_principal(pki: TestPki) -> None:
+async def test_mutual_tls_required_maps_the_certificate_to_the_principal(pki: TestPki) -> None:
     server = broker_side(pki, client_auth="required")
     mapper = PrincipalMapper("RULE:^CN=([^,]*),OU=eng,.*$/$1/,RULE:^CN=([^,]*),.*$/$1-other/U")
     alice = trusting(pki, keystore_type="PEM", keystore_location=str(pki.alice.keystore))
     bob = trusting(pki, keystore_type="PEM", keystore_key=pki.bob.key_text(),
                    keystore_certificate_chain=pki.bob.chain_text(), key_password="bob-secret")
 
-    async def main() -> None:
-        async with tls_echo(server, mapper) as port:
-            assert await ask(port, alice) == "User:alice|TLSv1.3"
-            assert await ask(port, bob) == "User:BOB-OTHER|TLSv1.3"
-            # no certificate: TLS 1.3 finishes the client's side first; the server's alert then ends it unanswered
-            try:
-                answer = await ask(port, trusting(pki))
-            except (ssl.SSLError, ConnectionError):
-                answer = ""
-            assert answer == ""
-
-    run(main)
+    async with tls_echo(server, mapper) as port:
+        assert await ask(port, alice) == "User:alice|TLSv1.3"
+        assert await ask(port, bob) == "User:BOB-OTHER|TLSv1.3"
+        # no certificate: TLS 1.3 finishes the client's side first; the server's alert then ends it unanswered
+        try:
+            answer = await ask(port, trusting(pki))
+        except (ssl.SSLError, ConnectionError):
+            answer = ""
+        assert answer == ""
 
 
-def test_requested_client_auth_lets_a_client_without_a_certificate_in_as_anonymous(pki: TestPki) -> None:
+async def test_requested_client_auth_lets_a_client_without_a_certificate_in_as_anonymous(pki: TestPki) -> None:
     server = broker_side(pki, client_auth="requested")
     alice = trusting(pki, keystore_type="PEM", keystore_location=str(pki.alice.keystore))
 
-    async def main() -> None:
-        async with tls_echo(server) as port:
-            assert await ask(port, trusting(pki)) == "User:ANONYMOUS|TLSv1.3"
-            assert await ask(port, alice) == "User:CN=alice,OU=eng,O=acme|TLSv1.3"
-
-    run(main)
+    async with tls_echo(server) as port:
+        assert await ask(port, trusting(pki)) == "User:ANONYMOUS|TLSv1.3"
+        assert await ask(port, alice) == "User:CN=alice,OU=eng,O=acme|TLSv1.3"
 
 
-def test_enabled_protocols_bound_the_version(pki: TestPki) -> None:
+async def test_enabled_protocols_bound_the_version(pki: TestPki) -> None:
     server = broker_side(pki, enabled_protocols="TLSv1.2")
     only13 = trusting(pki, enabled_protocols="TLSv1.3")
 
-    async def main() -> None:
-        async with tls_echo(server) as port:
-            assert await ask(port, trusting(pki)) == "User:ANONYMOUS|TLSv1.2"
-            with pytest.raises((ssl.SSLError, ConnectionError)):  # the server's alert, or its reset first
-                await ask(port, only13)
-
-    run(main)
+    async with tls_echo(server) as port:
+        assert await ask(port, trusting(pki)) == "User:ANONYMOUS|TLSv1.2"
+        with pytest.raises((ssl.SSLError, ConnectionError)):  # the server's alert, or its reset first
+            await ask(port, only13)
 
 
-def test_random_bytes_on_a_tls_port_close_that_connection_with_one_line(
+async def test_random_bytes_on_a_tls_port_close_that_connection_with_one_line(
         pki: TestPki, caplog: pytest.LogCaptureFixture) -> None:
-    async def main() -> None:
+    with caplog.at_level(logging.WARNING, logger="odradek.security.tls"):
         async with tls_echo(broker_side(pki)) as port:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(bytes(range(256)) * 4)
@@ -154,8 +135,6 @@ def test_random_bytes_on_a_tls_port_close_that_connection_with_one_line(
             writer.close()
             assert await ask(port, trusting(pki)) == "User:ANONYMOUS|TLSv1.3"  # and it keeps serving
 
-    with caplog.at_level(logging.WARNING, logger="odradek.security.tls"):
-        run(main)
     lines = [r.getMessage() for r in caplog.records if "TLS handshake failed" in r.getMessage()]
     assert len(lines) == 1, lines
     assert lines[0].startswith("closing connection 127.0.0.1:")
@@ -188,13 +167,14 @@ def test_a_wrong_key_password_or_client_auth_value_is_refused(pki: TestPki) -> N
         client_context(TlsSettings.of(truststore_certificates=pki.ca.cert.read_text()))
 
 
-def test_a_certificate_no_rule_maps_is_closed_with_one_line(pki: TestPki, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_certificate_no_rule_maps_is_closed_with_one_line(
+        pki: TestPki, caplog: pytest.LogCaptureFixture) -> None:
     server = broker_side(pki, client_auth="required")
     only_eng = PrincipalMapper("RULE:^CN=([^,]*),OU=eng,.*$/$1/")
     bob = trusting(pki, keystore_type="PEM", keystore_location=str(pki.bob.keystore), key_password="bob-secret")
     alice = trusting(pki, keystore_type="PEM", keystore_location=str(pki.alice.keystore))
 
-    async def main() -> None:
+    with caplog.at_level(logging.WARNING, logger="odradek.security.tls"):
         async with tls_echo(server, only_eng) as port:
             try:
                 answer = await ask(port, bob)
@@ -203,8 +183,6 @@ def test_a_certificate_no_rule_maps_is_closed_with_one_line(pki: TestPki, caplog
             assert answer == ""
             assert await ask(port, alice) == "User:alice|TLSv1.3"
 
-    with caplog.at_level(logging.WARNING, logger="odradek.security.tls"):
-        run(main)
     lines = [r.getMessage() for r in caplog.records if "names no principal" in r.getMessage()]
     assert len(lines) == 1 and "No rules apply to CN=bob,OU=ops,O=acme" in lines[0], lines
 

@@ -9,7 +9,6 @@ no test waits on time alone.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable
@@ -119,27 +118,25 @@ def test_kafka_python_commit_and_abort(txn_broker: BrokerProcess) -> None:
     check_visibility(bs, topic, [b"c%d" % i for i in range(4)], [b"a%d" % i for i in range(4)])
 
 
-def test_aiokafka_commit_and_abort(txn_broker: BrokerProcess) -> None:
+async def test_aiokafka_commit_and_abort(txn_broker: BrokerProcess) -> None:
     from aiokafka import AIOKafkaProducer
 
     bs = txn_broker.bootstrap
     topic = new_topic(bs)
 
-    async def produce() -> None:
-        p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-" + uuid.uuid4().hex[:6])
-        await p.start()
-        try:
-            async with p.transaction():
-                for i in range(4):
-                    await p.send_and_wait(topic, b"c%d" % i, partition=i % PARTITIONS)
-            await p.begin_transaction()
+    p = AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-" + uuid.uuid4().hex[:6])
+    await p.start()
+    try:
+        async with p.transaction():
             for i in range(4):
-                await p.send_and_wait(topic, b"a%d" % i, partition=i % PARTITIONS)
-            await p.abort_transaction()
-        finally:
-            await p.stop()
+                await p.send_and_wait(topic, b"c%d" % i, partition=i % PARTITIONS)
+        await p.begin_transaction()
+        for i in range(4):
+            await p.send_and_wait(topic, b"a%d" % i, partition=i % PARTITIONS)
+        await p.abort_transaction()
+    finally:
+        await p.stop()
 
-    asyncio.run(produce())
     check_visibility(bs, topic, [b"c%d" % i for i in range(4)], [b"a%d" % i for i in range(4)])
 
 

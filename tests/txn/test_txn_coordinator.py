@@ -98,169 +98,139 @@ async def settle(done: object = None) -> None:
     raise AssertionError("did not settle")
 
 
-def run(coro: object) -> None:
-    asyncio.run(coro)  # type: ignore[arg-type]
+async def test_requests_before_loading_and_elsewhere() -> None:
+    h = Harness()
+    assert (await h.coordinator.init_producer_id(TID, 1000, None))[0] is E.not_coordinator
+    h.coordinator.load_partition(h.partition, 0)
+    assert (await h.coordinator.init_producer_id(TID, 1000, None))[0] is E.coordinator_load_in_progress
+    await settle(lambda: h.partition in h.coordinator.owned_partitions())
+    assert (await h.coordinator.init_producer_id(TID, 1000, None))[0] is E.none
+    assert (await h.coordinator.init_producer_id(TID, 900_001, None))[0] is E.invalid_transaction_timeout
+    assert (await h.coordinator.init_producer_id("", 1000, None))[0] is E.invalid_request
 
 
-def test_requests_before_loading_and_elsewhere() -> None:
-    async def main() -> None:
-        h = Harness()
-        assert (await h.coordinator.init_producer_id(TID, 1000, None))[0] is E.not_coordinator
-        h.coordinator.load_partition(h.partition, 0)
-        assert (await h.coordinator.init_producer_id(TID, 1000, None))[0] is E.coordinator_load_in_progress
-        await settle(lambda: h.partition in h.coordinator.owned_partitions())
-        assert (await h.coordinator.init_producer_id(TID, 1000, None))[0] is E.none
-        assert (await h.coordinator.init_producer_id(TID, 900_001, None))[0] is E.invalid_transaction_timeout
-        assert (await h.coordinator.init_producer_id("", 1000, None))[0] is E.invalid_request
-
-    run(main())
-
-
-def test_commit_writes_prepare_then_complete() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        error, pid, epoch = await h.coordinator.init_producer_id(TID, 60_000, None)
-        assert (error, pid, epoch) == (E.none, 5000, 0)
-        assert await h.coordinator.end_txn(TID, pid, epoch, True) == (E.invalid_txn_state, -1, -1)
-        assert await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0), TP("a", 1)]) is E.none
-        assert await h.coordinator.add_partitions(TID, pid + 1, epoch, [TP("a", 0)]) is E.invalid_producer_id_mapping
-        assert await h.coordinator.end_txn(TID, pid, epoch, True) == (E.none, pid, epoch)
-        [pending] = h.markers.pending
-        assert pending.commit and pending.metadata.partitions == {TP("a", 0), TP("a", 1)}
-        # a retry while markers are pending (the completion is in progress), whichever outcome it asks for
-        assert (await h.coordinator.end_txn(TID, pid, epoch, True))[0] is E.concurrent_transactions
-        assert (await h.coordinator.end_txn(TID, pid, epoch, False))[0] is E.concurrent_transactions
-        assert (await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])) is E.concurrent_transactions
-        h.markers.finish()
-        await settle(lambda: h.coordinator.describe(TID)[1].state is TxnState.COMPLETE_COMMIT)  # type: ignore
-        assert h.log.states(h.partition) == [(TID, TxnState.EMPTY), (TID, TxnState.ONGOING),
-                                             (TID, TxnState.PREPARE_COMMIT), (TID, TxnState.COMPLETE_COMMIT)]
-        assert await h.coordinator.end_txn(TID, pid, epoch, True) == (E.none, pid, epoch)  # a retried commit
-        assert (await h.coordinator.end_txn(TID, pid, epoch, False))[0] is E.invalid_txn_state
-
-    run(main())
+async def test_commit_writes_prepare_then_complete() -> None:
+    h = Harness()
+    await h.load()
+    error, pid, epoch = await h.coordinator.init_producer_id(TID, 60_000, None)
+    assert (error, pid, epoch) == (E.none, 5000, 0)
+    assert await h.coordinator.end_txn(TID, pid, epoch, True) == (E.invalid_txn_state, -1, -1)
+    assert await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0), TP("a", 1)]) is E.none
+    assert await h.coordinator.add_partitions(TID, pid + 1, epoch, [TP("a", 0)]) is E.invalid_producer_id_mapping
+    assert await h.coordinator.end_txn(TID, pid, epoch, True) == (E.none, pid, epoch)
+    [pending] = h.markers.pending
+    assert pending.commit and pending.metadata.partitions == {TP("a", 0), TP("a", 1)}
+    # a retry while markers are pending (the completion is in progress), whichever outcome it asks for
+    assert (await h.coordinator.end_txn(TID, pid, epoch, True))[0] is E.concurrent_transactions
+    assert (await h.coordinator.end_txn(TID, pid, epoch, False))[0] is E.concurrent_transactions
+    assert (await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])) is E.concurrent_transactions
+    h.markers.finish()
+    await settle(lambda: h.coordinator.describe(TID)[1].state is TxnState.COMPLETE_COMMIT)  # type: ignore
+    assert h.log.states(h.partition) == [(TID, TxnState.EMPTY), (TID, TxnState.ONGOING),
+                                         (TID, TxnState.PREPARE_COMMIT), (TID, TxnState.COMPLETE_COMMIT)]
+    assert await h.coordinator.end_txn(TID, pid, epoch, True) == (E.none, pid, epoch)  # a retried commit
+    assert (await h.coordinator.end_txn(TID, pid, epoch, False))[0] is E.invalid_txn_state
 
 
-def test_second_producer_fences_an_ongoing_transaction() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        _, pid, epoch = await h.coordinator.init_producer_id(TID, 60_000, None)
-        await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])
-        assert (await h.coordinator.init_producer_id(TID, 60_000, None))[0] is E.concurrent_transactions
-        [pending] = h.markers.pending
-        assert not pending.commit and pending.producer_epoch == 1  # aborted under the bumped epoch
-        # the old producer is fenced everywhere now
-        assert (await h.coordinator.end_txn(TID, pid, 0, True))[0] is E.producer_fenced
-        assert h.coordinator.verify(TID, pid, 0, [TP("a", 0)]) == {TP("a", 0): E.producer_fenced}
-        h.markers.finish()
-        await settle(lambda: h.coordinator.describe(TID)[1].state is TxnState.COMPLETE_ABORT)  # type: ignore
-        assert await h.coordinator.init_producer_id(TID, 60_000, None) == (E.none, pid, 2)
-        # KIP-360: the fenced producer cannot recover; the current one can
-        assert (await h.coordinator.init_producer_id(TID, 60_000, (pid, 0)))[0] is E.producer_fenced
-        assert await h.coordinator.init_producer_id(TID, 60_000, (pid, 2)) == (E.none, pid, 3)
-
-    run(main())
+async def test_second_producer_fences_an_ongoing_transaction() -> None:
+    h = Harness()
+    await h.load()
+    _, pid, epoch = await h.coordinator.init_producer_id(TID, 60_000, None)
+    await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])
+    assert (await h.coordinator.init_producer_id(TID, 60_000, None))[0] is E.concurrent_transactions
+    [pending] = h.markers.pending
+    assert not pending.commit and pending.producer_epoch == 1  # aborted under the bumped epoch
+    # the old producer is fenced everywhere now
+    assert (await h.coordinator.end_txn(TID, pid, 0, True))[0] is E.producer_fenced
+    assert h.coordinator.verify(TID, pid, 0, [TP("a", 0)]) == {TP("a", 0): E.producer_fenced}
+    h.markers.finish()
+    await settle(lambda: h.coordinator.describe(TID)[1].state is TxnState.COMPLETE_ABORT)  # type: ignore
+    assert await h.coordinator.init_producer_id(TID, 60_000, None) == (E.none, pid, 2)
+    # KIP-360: the fenced producer cannot recover; the current one can
+    assert (await h.coordinator.init_producer_id(TID, 60_000, (pid, 0)))[0] is E.producer_fenced
+    assert await h.coordinator.init_producer_id(TID, 60_000, (pid, 2)) == (E.none, pid, 3)
 
 
-def test_epoch_exhaustion_moves_to_a_new_producer_id() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        _, pid, _ = await h.coordinator.init_producer_id(TID, 60_000, None)
-        h.coordinator.describe(TID)[1].producer_epoch = 32766  # type: ignore[union-attr]
-        assert await h.coordinator.init_producer_id(TID, 60_000, None) == (E.none, pid + 1, 0)
-
-    run(main())
+async def test_epoch_exhaustion_moves_to_a_new_producer_id() -> None:
+    h = Harness()
+    await h.load()
+    _, pid, _ = await h.coordinator.init_producer_id(TID, 60_000, None)
+    h.coordinator.describe(TID)[1].producer_epoch = 32766  # type: ignore[union-attr]
+    assert await h.coordinator.init_producer_id(TID, 60_000, None) == (E.none, pid + 1, 0)
 
 
-def test_failed_append_leaves_state_unchanged() -> None:
-    async def main() -> None:
-        h = Harness()
-        await h.load()
-        _, pid, epoch = await h.coordinator.init_producer_id(TID, 60_000, None)
-        h.log.fail_with = E.not_enough_replicas
-        assert await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)]) is E.coordinator_not_available
-        h.log.fail_with = E.not_leader_or_follower
-        assert await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)]) is E.not_coordinator
-        m = h.coordinator.describe(TID)[1]
-        assert m is not None and m.state is TxnState.EMPTY and not m.partitions and not m.pending
-
-    run(main())
+async def test_failed_append_leaves_state_unchanged() -> None:
+    h = Harness()
+    await h.load()
+    _, pid, epoch = await h.coordinator.init_producer_id(TID, 60_000, None)
+    h.log.fail_with = E.not_enough_replicas
+    assert await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)]) is E.coordinator_not_available
+    h.log.fail_with = E.not_leader_or_follower
+    assert await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)]) is E.not_coordinator
+    m = h.coordinator.describe(TID)[1]
+    assert m is not None and m.state is TxnState.EMPTY and not m.partitions and not m.pending
 
 
-def test_new_coordinator_completes_a_prepared_commit() -> None:
-    async def main() -> None:
-        first = Harness()
-        await first.load(epoch=3)
-        _, pid, epoch = await first.coordinator.init_producer_id(TID, 60_000, None)
-        await first.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])
-        await first.coordinator.end_txn(TID, pid, epoch, True)
-        first.coordinator.unload_partition(first.partition)  # leadership moved before the markers were acked
-        assert first.markers.pending == []
-        second = Harness(log=first.log)
-        await second.load(epoch=4)
-        [pending] = second.markers.pending
-        assert pending.commit and pending.coordinator_epoch == 4 and pending.metadata.partitions == {TP("a", 0)}
-        second.markers.finish()
-        await settle(lambda: second.coordinator.describe(TID)[1].state is TxnState.COMPLETE_COMMIT)  # type: ignore
-
-    run(main())
+async def test_new_coordinator_completes_a_prepared_commit() -> None:
+    first = Harness()
+    await first.load(epoch=3)
+    _, pid, epoch = await first.coordinator.init_producer_id(TID, 60_000, None)
+    await first.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])
+    await first.coordinator.end_txn(TID, pid, epoch, True)
+    first.coordinator.unload_partition(first.partition)  # leadership moved before the markers were acked
+    assert first.markers.pending == []
+    second = Harness(log=first.log)
+    await second.load(epoch=4)
+    [pending] = second.markers.pending
+    assert pending.commit and pending.coordinator_epoch == 4 and pending.metadata.partitions == {TP("a", 0)}
+    second.markers.finish()
+    await settle(lambda: second.coordinator.describe(TID)[1].state is TxnState.COMPLETE_COMMIT)  # type: ignore
 
 
-def test_timed_out_transaction_is_aborted_with_an_epoch_bump() -> None:
-    async def main() -> None:
-        clock = ManualClock()
-        h = Harness(clock=clock, config=TxnConfig(abort_timed_out_interval_ms=100))
-        await h.load()
-        _, pid, epoch = await h.coordinator.init_producer_id(TID, 1000, None)
-        await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])
-        await h.coordinator.tick()
-        assert h.markers.pending == []
-        clock.advance(1001)
-        await h.coordinator.tick()
-        await settle(lambda: h.markers.pending)
-        [pending] = h.markers.pending
-        assert not pending.commit and pending.producer_epoch == epoch + 1
-        h.markers.finish()
-        await settle(lambda: h.coordinator.describe(TID)[1].state is TxnState.COMPLETE_ABORT)  # type: ignore
-        assert (await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])) is E.producer_fenced
-
-    run(main())
+async def test_timed_out_transaction_is_aborted_with_an_epoch_bump() -> None:
+    clock = ManualClock()
+    h = Harness(clock=clock, config=TxnConfig(abort_timed_out_interval_ms=100))
+    await h.load()
+    _, pid, epoch = await h.coordinator.init_producer_id(TID, 1000, None)
+    await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])
+    await h.coordinator.tick()
+    assert h.markers.pending == []
+    clock.advance(1001)
+    await h.coordinator.tick()
+    await settle(lambda: h.markers.pending)
+    [pending] = h.markers.pending
+    assert not pending.commit and pending.producer_epoch == epoch + 1
+    h.markers.finish()
+    await settle(lambda: h.coordinator.describe(TID)[1].state is TxnState.COMPLETE_ABORT)  # type: ignore
+    assert (await h.coordinator.add_partitions(TID, pid, epoch, [TP("a", 0)])) is E.producer_fenced
 
 
-def test_idle_ids_expire_with_a_tombstone() -> None:
-    async def main() -> None:
-        clock = ManualClock()
-        h = Harness(clock=clock, config=TxnConfig(id_expiration_ms=5000, remove_expired_interval_ms=100))
-        await h.load()
-        await h.coordinator.init_producer_id(TID, 1000, None)
-        await h.coordinator.tick()
-        clock.advance(5000)
-        await h.coordinator.tick()
-        await settle(lambda: h.coordinator.describe(TID)[0] is E.transactional_id_not_found)
-        assert h.log.states(h.partition)[-1] == (TID, None)
-        # reloaded, the tombstone forgets it
-        again = Harness(log=h.log)
-        await again.load(epoch=1)
-        assert again.coordinator.describe(TID)[0] is E.transactional_id_not_found
-
-    run(main())
+async def test_idle_ids_expire_with_a_tombstone() -> None:
+    clock = ManualClock()
+    h = Harness(clock=clock, config=TxnConfig(id_expiration_ms=5000, remove_expired_interval_ms=100))
+    await h.load()
+    await h.coordinator.init_producer_id(TID, 1000, None)
+    await h.coordinator.tick()
+    clock.advance(5000)
+    await h.coordinator.tick()
+    await settle(lambda: h.coordinator.describe(TID)[0] is E.transactional_id_not_found)
+    assert h.log.states(h.partition)[-1] == (TID, None)
+    # reloaded, the tombstone forgets it
+    again = Harness(log=h.log)
+    await again.load(epoch=1)
+    assert again.coordinator.describe(TID)[0] is E.transactional_id_not_found
 
 
-def test_list_transactions_filters() -> None:
-    async def main() -> None:
-        h = Harness()
-        for p in range(50):
-            h.coordinator.load_partition(p, 0)
-        await settle(lambda: len(h.coordinator.owned_partitions()) == 50)
-        _, pid, epoch = await h.coordinator.init_producer_id("a", 60_000, None)
-        await h.coordinator.init_producer_id("b", 60_000, None)
-        await h.coordinator.add_partitions("a", pid, epoch, [TP("x", 0)])
-        error, listed, unknown = h.coordinator.list_transactions(set(), {"Ongoing", "Bogus"})
-        assert (error, [t.transactional_id for t in listed], unknown) == (E.none, ["a"], ["Bogus"])
-        assert {t.transactional_id for t in h.coordinator.list_transactions(set(), set())[1]} == {"a", "b"}
-        assert [t.transactional_id for t in h.coordinator.list_transactions({pid}, set())[1]] == ["a"]
+async def test_list_transactions_filters() -> None:
+    h = Harness()
+    for p in range(50):
+        h.coordinator.load_partition(p, 0)
+    await settle(lambda: len(h.coordinator.owned_partitions()) == 50)
+    _, pid, epoch = await h.coordinator.init_producer_id("a", 60_000, None)
+    await h.coordinator.init_producer_id("b", 60_000, None)
+    await h.coordinator.add_partitions("a", pid, epoch, [TP("x", 0)])
+    error, listed, unknown = h.coordinator.list_transactions(set(), {"Ongoing", "Bogus"})
+    assert (error, [t.transactional_id for t in listed], unknown) == (E.none, ["a"], ["Bogus"])
+    assert {t.transactional_id for t in h.coordinator.list_transactions(set(), set())[1]} == {"a", "b"}
+    assert [t.transactional_id for t in h.coordinator.list_transactions({pid}, set())[1]] == ["a"]
 
-    run(main())

@@ -70,81 +70,70 @@ def sender(cache: MetadataCache, writer: ScriptedWriter, clock: ManualClock) -> 
     return MarkerSender(0, cache, writer, PeerPool(cache, "test"), clock, 1.0)  # type: ignore[arg-type]
 
 
-def test_retriable_answers_are_sent_again_after_a_backoff() -> None:
-    async def main() -> None:
-        a0, a1 = TP("a", 0), TP("a", 1)
-        clock = ManualClock()
-        writer = ScriptedWriter({a0: [E.not_leader_or_follower, E.request_timed_out]})
-        s = sender(metadata({a0: 0, a1: 0}), writer, clock)
-        done: list[PendingCompletion] = []
-        p = pending_commit({a0, a1}, done)
-        s.add(p)
-        await settle(lambda: writer.calls)
-        assert writer.calls == [[a0, a1]] and p.metadata.partitions == {a0} and not done
-        for expected_calls in (2, 3):
-            await settle(clock.sleep_deadlines)  # the retry is parked on the clock
-            clock.advance(int(RETRY_BACKOFF_S * 1000))
-            await settle(lambda n=expected_calls: len(writer.calls) == n)  # type: ignore[misc]
-        assert writer.calls[1:] == [[a0], [a0]]
-        await settle(lambda: done)
-        assert done == [p] and s.pending_count() == 0
-        await s.close()
-
-    asyncio.run(main())
-
-
-def test_deleted_partitions_are_dropped_and_unknown_leaders_wait() -> None:
-    async def main() -> None:
-        a0, gone = TP("a", 0), TP("gone", 0)
-        cache = metadata({a0: -1})
-        writer = ScriptedWriter({})
-        s = sender(cache, writer, ManualClock())
-        done: list[PendingCompletion] = []
-        p = pending_commit({a0, gone}, done)
-        s.add(p)
-        await settle()
-        assert p.metadata.partitions == {a0} and writer.calls == []  # no leader yet: nothing sent
-        s.tick()
-        await settle()
-        assert writer.calls == []
-        cache.topics["a"].partitions[0].leader = 0
-        s.tick()
-        await settle(lambda: done)
-        assert writer.calls == [[a0]] and done == [p]
-        await s.close()
-
-    asyncio.run(main())
-
-
-def test_a_fenced_answer_stops_the_transaction() -> None:
-    async def main() -> None:
-        a0, a1 = TP("a", 0), TP("a", 1)
-        writer = ScriptedWriter({a0: [E.transaction_coordinator_fenced]})
-        s = sender(metadata({a0: 0, a1: 0}), writer, ManualClock())
-        done: list[PendingCompletion] = []
-        s.add(pending_commit({a0, a1}, done))
-        await settle(lambda: writer.calls)
-        await settle()
-        assert s.pending_count() == 0 and not done
-        await s.close()
-
-    asyncio.run(main())
-
-
-def test_losing_the_transaction_partition_forgets_its_markers() -> None:
-    async def main() -> None:
-        a0 = TP("a", 0)
-        writer = ScriptedWriter({a0: [E.not_leader_or_follower]})
-        clock = ManualClock()
-        s = sender(metadata({a0: 0}), writer, clock)
-        done: list[PendingCompletion] = []
-        s.add(pending_commit({a0}, done))
-        await settle(lambda: writer.calls)
-        s.remove_for_partition(3)
-        await settle(clock.sleep_deadlines)
+async def test_retriable_answers_are_sent_again_after_a_backoff() -> None:
+    a0, a1 = TP("a", 0), TP("a", 1)
+    clock = ManualClock()
+    writer = ScriptedWriter({a0: [E.not_leader_or_follower, E.request_timed_out]})
+    s = sender(metadata({a0: 0, a1: 0}), writer, clock)
+    done: list[PendingCompletion] = []
+    p = pending_commit({a0, a1}, done)
+    s.add(p)
+    await settle(lambda: writer.calls)
+    assert writer.calls == [[a0, a1]] and p.metadata.partitions == {a0} and not done
+    for expected_calls in (2, 3):
+        await settle(clock.sleep_deadlines)  # the retry is parked on the clock
         clock.advance(int(RETRY_BACKOFF_S * 1000))
-        await settle()
-        assert writer.calls == [[a0]] and not done
-        await s.close()
+        await settle(lambda n=expected_calls: len(writer.calls) == n)  # type: ignore[misc]
+    assert writer.calls[1:] == [[a0], [a0]]
+    await settle(lambda: done)
+    assert done == [p] and s.pending_count() == 0
+    await s.close()
 
-    asyncio.run(main())
+
+async def test_deleted_partitions_are_dropped_and_unknown_leaders_wait() -> None:
+    a0, gone = TP("a", 0), TP("gone", 0)
+    cache = metadata({a0: -1})
+    writer = ScriptedWriter({})
+    s = sender(cache, writer, ManualClock())
+    done: list[PendingCompletion] = []
+    p = pending_commit({a0, gone}, done)
+    s.add(p)
+    await settle()
+    assert p.metadata.partitions == {a0} and writer.calls == []  # no leader yet: nothing sent
+    s.tick()
+    await settle()
+    assert writer.calls == []
+    cache.topics["a"].partitions[0].leader = 0
+    s.tick()
+    await settle(lambda: done)
+    assert writer.calls == [[a0]] and done == [p]
+    await s.close()
+
+
+async def test_a_fenced_answer_stops_the_transaction() -> None:
+    a0, a1 = TP("a", 0), TP("a", 1)
+    writer = ScriptedWriter({a0: [E.transaction_coordinator_fenced]})
+    s = sender(metadata({a0: 0, a1: 0}), writer, ManualClock())
+    done: list[PendingCompletion] = []
+    s.add(pending_commit({a0, a1}, done))
+    await settle(lambda: writer.calls)
+    await settle()
+    assert s.pending_count() == 0 and not done
+    await s.close()
+
+
+async def test_losing_the_transaction_partition_forgets_its_markers() -> None:
+    a0 = TP("a", 0)
+    writer = ScriptedWriter({a0: [E.not_leader_or_follower]})
+    clock = ManualClock()
+    s = sender(metadata({a0: 0}), writer, clock)
+    done: list[PendingCompletion] = []
+    s.add(pending_commit({a0}, done))
+    await settle(lambda: writer.calls)
+    s.remove_for_partition(3)
+    await settle(clock.sleep_deadlines)
+    clock.advance(int(RETRY_BACKOFF_S * 1000))
+    await settle()
+    assert writer.calls == [[a0]] and not done
+    await s.close()
+
