@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -36,6 +36,7 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await broker.start()
     registry = await _start_registry(broker, lambda name: "{}:{}".format(*broker.advertised[name]), broker.host,
                                      schema_registry_port, broker.stop)
+    _show_in_consoles(registry, [broker])
 
     async def stop_all() -> None:
         if registry is not None:
@@ -83,6 +84,13 @@ async def _start_registry(broker: Broker, addresses: Callable[[str], str], host:
     return registry
 
 
+def _show_in_consoles(registry: SchemaRegistry | None, brokers: Iterable[Broker]) -> None:
+    """Each broker's web console lists the registry's subjects (peers' consoles through these brokers' views)."""
+    if registry is not None:
+        for broker in brokers:
+            broker.schema_registry_view = registry.console_view
+
+
 class RegistryStartFailed(RuntimeError):
     """The schema registry could not start (its port taken, the cluster unreachable)."""
 
@@ -91,6 +99,7 @@ async def run_cluster(cluster: LocalCluster, ready_file: Path | None, schema_reg
     await cluster.start()
     first = next(b for _i, b in sorted(cluster.brokers.items()) if b.running)
     registry = await _start_registry(first, cluster.bootstrap_on, cluster.host, schema_registry_port, cluster.stop)
+    _show_in_consoles(registry, cluster.brokers.values())
 
     async def stop_all() -> None:
         if registry is not None:

@@ -44,6 +44,13 @@ class SchemaRegistry:
     def url(self) -> str:
         return f"{'http' if self.ssl_context is None else 'https'}://{self.host}:{self.port}"
 
+    def console_view(self) -> dict[str, Any]:
+        """What the brokers' web console shows of this registry (plain data; the broker knows nothing more of it)."""
+        state = self.registry.state
+        unavailable = self.registry.unavailable
+        return {"url": self.url, "compatibility": state.level(None), "subjects": state.latest_by_subject(),
+                "error": None if unavailable is None else unavailable.message}
+
     @property
     def election(self) -> Election | None:
         return self.registry.election
