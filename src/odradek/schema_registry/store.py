@@ -97,19 +97,20 @@ class KafkaStore:
         Raises :class:`NotAuthorized` when the authorizer refuses to describe, create or read the topic (nothing
         is left running then, so ``start`` can be called again once ACLs allow it)."""
         self._loop = asyncio.get_running_loop()
+        try:
+            await asyncio.to_thread(create_topic, self.config, self.topic, self.timeout_s)
+        except KafkaException as exc:
+            self._raise_if_refused(exc)
+            raise
+        # made once the topic exists: a consumer that first saw it missing reports it unknown for a long while
         consumer = Consumer({**self.config, "group.id": f"odradek-schema-registry-reader-{uuid.uuid4()}",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
         try:
-            await asyncio.to_thread(create_topic, self.config, self.topic, self.timeout_s)
             high = await asyncio.to_thread(high_watermark, consumer, self.topic, self.timeout_s)
-        except KafkaException as exc:
+        except BaseException as exc:
             await asyncio.to_thread(consumer.close)
-            refused = refusal(exc)
-            if refused is None:
-                raise
-            raise NotAuthorized(f"{self.topic}: {refused}") from exc
-        except BaseException:
-            await asyncio.to_thread(consumer.close)
+            if isinstance(exc, KafkaException):
+                self._raise_if_refused(exc)
             raise
         consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         self._thread = threading.Thread(target=self._follow, args=(consumer,), name="schema-registry-reader",
@@ -120,6 +121,12 @@ class KafkaStore:
 
     def _new_producer(self) -> Producer:
         return Producer({**self.config, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
+
+    def _raise_if_refused(self, exc: KafkaException) -> None:
+        """:class:`NotAuthorized` in place of ``exc`` when it is the authorizer's refusal."""
+        refused = refusal(exc)
+        if refused is not None:
+            raise NotAuthorized(f"{self.topic}: {refused}") from exc
 
     async def stop(self) -> None:
         self._stop.set()
