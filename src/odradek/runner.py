@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -34,8 +34,9 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     refuse_for_zookeeper(Path(config.data_dir))
     broker = Broker(config, ZooKeeperBackend(zookeeper), metrics_port=metrics_port)
     await broker.start()
-    registry = await _start_registry(_plaintext_bootstrap(broker, lambda name: "{}:{}".format(
-        *broker.advertised[name])), broker.host, schema_registry_port, broker.stop)
+    registry = await _start_registry(broker, lambda name: "{}:{}".format(*broker.advertised[name]), broker.host,
+                                     schema_registry_port, broker.stop)
+    _show_in_consoles(registry, [broker])
 
     async def stop_all() -> None:
         if registry is not None:
@@ -54,28 +55,26 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await _serve(endpoints, ready_file, stop_all, broker.halted)
 
 
-def _plaintext_bootstrap(broker: Broker, addresses: Callable[[str], str]) -> str | None:
-    """The addresses of the first PLAINTEXT listener: the registry beside the brokers connects without
-    credentials (on a cluster with none, ``odradek schema-registry --command-config`` runs it)."""
-    for name in broker.advertised:
-        if broker.listeners.protocol_map.get(name) == "PLAINTEXT":
-            return addresses(name)
-    return None
-
-
-async def _start_registry(bootstrap: str | None, host: str, port: int | None,
+async def _start_registry(broker: Broker, addresses: Callable[[str], str], host: str, port: int | None,
                           stop_brokers: Callable[[], Awaitable[None]]) -> SchemaRegistry | None:
-    """The schema registry beside the brokers (None when ``port`` is None, or without a PLAINTEXT listener to
-    reach them on); on failure the brokers are stopped and the failure is one clear message."""
+    """The schema registry beside the brokers (None when ``port`` is None), connected and guarded as
+    :mod:`odradek.schema_registry.beside_brokers` decides from ``broker``'s listeners; on failure the brokers are
+    stopped and the failure is one clear message."""
     if port is None:
         return None
-    if bootstrap is None:
-        log.warning("no schema registry: the brokers have no PLAINTEXT listener; run odradek schema-registry "
-                    "--command-config against a secured one")
-        return None
+    from odradek.clock import SystemClock
+    from odradek.schema_registry.beside_brokers import registry_security
     from odradek.schema_registry.server import SchemaRegistry
 
-    registry = SchemaRegistry(bootstrap, host=host, port=port)
+    try:
+        security = registry_security(broker.config.values, broker.listeners, broker.outgoing, addresses,
+                                     SystemClock())
+    except ValueError as exc:  # TlsConfigError included: ssl.* that make no server context
+        await stop_brokers()
+        raise RegistryStartFailed(f"cannot serve the schema registry: {exc}") from exc
+    registry = SchemaRegistry(security.bootstrap, host=host, port=port, client_config=security.client_config,
+                              basic_auth=security.basic_auth, ssl_context=security.server_tls)
+    registry.registry.forward_ssl = security.forward_tls
     try:
         await registry.start()
     except Exception as exc:
@@ -85,6 +84,13 @@ async def _start_registry(bootstrap: str | None, host: str, port: int | None,
     return registry
 
 
+def _show_in_consoles(registry: SchemaRegistry | None, brokers: Iterable[Broker]) -> None:
+    """Each broker's web console lists the registry's subjects (peers' consoles through these brokers' views)."""
+    if registry is not None:
+        for broker in brokers:
+            broker.schema_registry_view = registry.console_view
+
+
 class RegistryStartFailed(RuntimeError):
     """The schema registry could not start (its port taken, the cluster unreachable)."""
 
@@ -92,8 +98,8 @@ class RegistryStartFailed(RuntimeError):
 async def run_cluster(cluster: LocalCluster, ready_file: Path | None, schema_registry_port: int | None = None) -> None:
     await cluster.start()
     first = next(b for _i, b in sorted(cluster.brokers.items()) if b.running)
-    registry = await _start_registry(_plaintext_bootstrap(first, cluster.bootstrap_on), cluster.host,
-                                     schema_registry_port, cluster.stop)
+    registry = await _start_registry(first, cluster.bootstrap_on, cluster.host, schema_registry_port, cluster.stop)
+    _show_in_consoles(registry, cluster.brokers.values())
 
     async def stop_all() -> None:
         if registry is not None:

@@ -75,6 +75,8 @@ class ThreadedCluster:
             async def start() -> SchemaRegistry:
                 registry = SchemaRegistry(bootstrap)
                 await registry.start()
+                for broker in self.cluster.brokers.values():  # their consoles list its subjects
+                    broker.schema_registry_view = registry.console_view
                 return registry
 
             self._registry = self.call(start())

@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from brokers import SASL_PLAINTEXT_ARGS, BrokerProcess, wait_for
+from brokers import BrokerProcess, wait_for
 from odradek.ready_file import read_ready_file
 
 
@@ -43,13 +43,6 @@ def test_none_turns_it_off_and_a_bad_port_is_a_usage_error(broker_factory: Calla
     bad = subprocess.run([sys.executable, "-m", "odradek", "up", "--port", "0", "--data-dir", str(tmp_path / "d"),
                           "--schema-registry-port", "eighty"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "a port, 0 or none" in bad.stderr
-
-
-def test_without_a_plaintext_listener_up_runs_without_the_registry(
-        broker_factory: Callable[..., BrokerProcess]) -> None:
-    broker = broker_factory("--schema-registry-port", "0", *SASL_PLAINTEXT_ARGS)
-    assert "schema.registry.url" not in (broker.data_dir.parent / f"{broker.data_dir.name}.ready").read_text()
-    assert "no schema registry: the brokers have no PLAINTEXT listener" in broker.log_text()
 
 
 def test_schema_registry_alone_against_a_running_cluster(broker_factory: Callable[..., BrokerProcess],

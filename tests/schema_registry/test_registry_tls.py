@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from registry_certs import self_signed
 
 from brokers import BrokerProcess, wait_for
 
 
 def test_https_with_a_pem_key_store(broker: BrokerProcess, tmp_path: Path) -> None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("the openssl command is needed to make a test certificate")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost", "-days", "2",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
-    store = tmp_path / "keystore.pem"
-    store.write_text(key.read_text() + cert.read_text())
+    store, cert = self_signed(tmp_path)
     config = tmp_path / "ssl.properties"
     config.write_text(f"ssl.keystore.type=PEM\nssl.keystore.location={store}\n"
                       f"ssl.truststore.type=PEM\nssl.truststore.location={cert}\n")

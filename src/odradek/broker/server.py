@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from odradek import heap
 from odradek.broker.api_registry import load_apis
@@ -123,6 +125,8 @@ class Broker:
         self.outgoing = OutgoingSecurity.from_config(config.values, self.listeners)
         """How this broker reaches the others (every outgoing broker connection opens with it)."""
         self.faults = FaultState()
+        self.schema_registry_view: Callable[[], dict[str, Any]] | None = None
+        """What the console shows of a schema registry started beside this broker (set by whoever starts one)."""
         self.metadata = MetadataCache(cluster_id="")
         self.replicas = ReplicaManager(
             self.broker_id, self.clock, self.metadata,

@@ -48,6 +48,7 @@ class ConsoleParts(Protocol):
     replicas: ReplicaManager
     groups: GroupCoordinator
     controller: Controller
+    schema_registry_view: Callable[[], dict[str, Any]] | None
 
 
 def local_view(broker: ConsoleParts, internal: bool = False) -> dict[str, Any]:
@@ -62,6 +63,7 @@ def local_view(broker: ConsoleParts, internal: bool = False) -> dict[str, Any]:
         "reassignments": reassignments_json(controller),
         "groups": groups_json(broker.groups, broker.broker_id),
         "high_watermarks": leader_high_watermarks(broker.replicas),
+        "schema_registry": broker.schema_registry_view() if broker.schema_registry_view is not None else None,
     }
 
 
@@ -174,5 +176,7 @@ async def cluster_view(broker: ConsoleParts, internal: bool = False, fetch: Peer
         "transitions": transitions,
         "groups": groups,
         "reassignments": active[-1]["reassignments"] if active else [],
+        # the serving broker's registry first (its own view is the first asked), else any peer's
+        "schema_registry": next((v["schema_registry"] for v in locals_.values() if v.get("schema_registry")), None),
         "errors": errors,
     }

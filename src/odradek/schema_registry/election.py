@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+from odradek.schema_registry.store import REFUSALS
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ class Election:
         self.primary = asyncio.Event()
         self.changed = asyncio.Event()
         self.term = 0  # counts the times this instance became primary
+        self.refused: str | None = None  # the authorizer's refusal of the group or topic, until an assignment
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -63,7 +66,10 @@ class Election:
     def _run(self, consumer: Consumer) -> None:
         try:
             while not self._stop.is_set():
-                consumer.poll(0.2)  # serves the group's heartbeats and rebalances; the partition is paused
+                msg = consumer.poll(0.2)  # serves the group's heartbeats and rebalances; the partition is paused
+                error = msg.error() if msg is not None else None
+                if error is not None and error.code() in REFUSALS:
+                    self._call(self._refuse, str(error.str()))
         finally:
             consumer.close()
 
@@ -71,17 +77,33 @@ class Election:
         mine = any(p.topic == self.topic for p in partitions)
         if partitions:
             consumer.pause(partitions)
-        self._set(mine)
+        self._set(mine, joined=True)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._set(False)
 
-    def _set(self, primary: bool) -> None:
+    def _refuse(self, reason: str) -> None:
+        if reason != self.refused:
+            log.error("schema registry %s cannot join the election group %s: %s (it needs READ on the group and "
+                      "DESCRIBE on %s); writes answer 50004 until ACLs allow it", self.url, self.group, reason,
+                      self.topic)
+        self.refused = reason
+        self.changed.set()
+
+    def _call(self, function: Callable[..., None], *args: Any) -> None:
+        """Run ``function`` on the event loop (from the consumer's thread); nothing once the loop is closed."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
+        try:
+            loop.call_soon_threadsafe(function, *args)
+        except RuntimeError:
+            pass
 
+    def _set(self, primary: bool, joined: bool = False) -> None:
         def apply() -> None:
+            if joined:
+                self.refused = None
             if primary != self.primary.is_set():
                 log.info("schema registry %s is %s", self.url, "the primary" if primary else "not the primary")
             if primary and not self.primary.is_set():
@@ -92,10 +114,7 @@ class Election:
                 self.primary.clear()
             self.changed.set()
 
-        try:
-            loop.call_soon_threadsafe(apply)
-        except RuntimeError:
-            pass
+        self._call(apply)
 
     async def primary_url(self) -> str | None:
         """The URL of the member holding the partition, as the group coordinator describes the group now."""

@@ -125,6 +125,10 @@ class Api:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.registry.timeout_s
         while True:
+            if election.refused is not None:
+                raise errors.RegistryError(500, errors.UNKNOWN_LEADER,
+                                           f"Unknown leader: the election group refused this instance: "
+                                           f"{election.refused}")
             url = await election.primary_url()
             if url is not None:
                 return url
@@ -350,7 +354,15 @@ class Api:
 
 def build_app(registry: Registry, max_body_bytes: int, auth: ScramBasicAuth | None = None) -> web.Application:
     api = Api(registry)
-    middlewares: list[Any] = [confluent_errors] if auth is None else [authenticating(auth), confluent_errors]
+    @web.middleware
+    async def store_readable(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if registry.unavailable is not None:  # the authorizer refuses us _schemas: nothing to answer from
+            raise registry.unavailable
+        return await handler(request)
+
+    middlewares: list[Any] = [confluent_errors, store_readable]
+    if auth is not None:
+        middlewares.insert(0, authenticating(auth))
     app = web.Application(middlewares=middlewares, client_max_size=max_body_bytes)
 
     async def close_session(_: web.Application) -> None:

@@ -31,6 +31,7 @@ class Registry:
         self._write_lock = asyncio.Lock()
         self._synced_term = 0
         self.forward_ssl: ssl.SSLContext | None = None  # how forwarded writes reach an HTTPS primary
+        self.unavailable: errors.RegistryError | None = None  # every request's answer while _schemas is refused
 
     # ---- schemas as their formats see them
 

@@ -97,6 +97,15 @@ class RegistryState:
         return sorted({sv.id for vs in self.versions.values() for sv in vs.values() if not sv.deleted
                        and any(r.subject == subject and r.version == version for r in sv.references)})
 
+    def latest_by_subject(self) -> list[dict[str, Any]]:
+        """Each live subject's latest version, its id, format and compatibility level (what the console lists)."""
+        out = []
+        for subject in self.subjects():
+            latest = self.live_versions(subject)[-1]
+            out.append({"subject": subject, "version": latest.version, "id": latest.id, "type": latest.schema_type,
+                        "compatibility": self.level(subject)})
+        return out
+
     def level(self, subject: str | None) -> str:
         if subject is not None and subject in self.levels:
             return self.levels[subject]

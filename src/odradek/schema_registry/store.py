@@ -27,7 +27,20 @@ from odradek.schema_registry.records import Record, decode_key, decode_value
 log = logging.getLogger(__name__)
 
 TOPIC = "_schemas"
+REFUSALS = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+                      KafkaError.CLUSTER_AUTHORIZATION_FAILED})
+"""What the cluster's authorizer answers when the registry's principal lacks an ACL it needs."""
 Apply = Callable[[dict[str, Any], dict[str, Any] | None], None]
+
+
+class NotAuthorized(Exception):
+    """The cluster's authorizer refused the registry's principal access to the topic (or to create it)."""
+
+
+def refusal(exc: KafkaException) -> str | None:
+    """The broker's words when ``exc`` is an authorization refusal; None for any other failure."""
+    error = exc.args[0] if exc.args else None
+    return str(error.str()) if isinstance(error, KafkaError) and error.code() in REFUSALS else None
 
 
 def create_topic(config: Mapping[str, Any], topic: str, timeout_s: float) -> None:
@@ -59,7 +72,7 @@ def high_watermark(consumer: Consumer, topic: str, timeout_s: float) -> int:
             _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=min(5.0, timeout_s))
             return int(high)
         except KafkaException as exc:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or refusal(exc) is not None:
                 raise
             log.info("reading %s's end offset: %s; asking again", topic, exc)
             time.sleep(0.5)
@@ -80,18 +93,40 @@ class KafkaStore:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
     async def start(self) -> None:
-        """Create the topic if it is missing, start following it, and return once everything in it is applied."""
+        """Create the topic if it is missing, start following it, and return once everything in it is applied.
+        Raises :class:`NotAuthorized` when the authorizer refuses to describe, create or read the topic (nothing
+        is left running then, so ``start`` can be called again once ACLs allow it)."""
         self._loop = asyncio.get_running_loop()
-        await asyncio.to_thread(create_topic, self.config, self.topic, self.timeout_s)
+        try:
+            await asyncio.to_thread(create_topic, self.config, self.topic, self.timeout_s)
+        except KafkaException as exc:
+            self._raise_if_refused(exc)
+            raise
+        # made once the topic exists: a consumer that first saw it missing reports it unknown for a long while
         consumer = Consumer({**self.config, "group.id": f"odradek-schema-registry-reader-{uuid.uuid4()}",
                              "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-        high = await asyncio.to_thread(high_watermark, consumer, self.topic, self.timeout_s)
+        try:
+            high = await asyncio.to_thread(high_watermark, consumer, self.topic, self.timeout_s)
+        except BaseException as exc:
+            await asyncio.to_thread(consumer.close)
+            if isinstance(exc, KafkaException):
+                self._raise_if_refused(exc)
+            raise
         consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         self._thread = threading.Thread(target=self._follow, args=(consumer,), name="schema-registry-reader",
                                         daemon=True)
         self._thread.start()
-        self._producer = Producer({**self.config, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
+        self._producer = self._new_producer()
         await self.wait_for(high - 1)
+
+    def _new_producer(self) -> Producer:
+        return Producer({**self.config, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
+
+    def _raise_if_refused(self, exc: KafkaException) -> None:
+        """:class:`NotAuthorized` in place of ``exc`` when it is the authorizer's refusal."""
+        refused = refusal(exc)
+        if refused is not None:
+            raise NotAuthorized(f"{self.topic}: {refused}") from exc
 
     async def stop(self) -> None:
         self._stop.set()
@@ -168,12 +203,18 @@ class KafkaStore:
         def delivered(err: KafkaError | None, msg: Any) -> None:
             outcomes.append(err if err is not None else msg.offset())
 
-        for record in batch:
-            key, value = record.encode()
-            producer.produce(self.topic, value=value, key=key, partition=0, on_delivery=delivered)
-        producer.flush(self.timeout_s)
+        try:
+            for record in batch:
+                key, value = record.encode()
+                producer.produce(self.topic, value=value, key=key, partition=0, on_delivery=delivered)
+            producer.flush(self.timeout_s)
+        except KafkaException as exc:  # an idempotent producer refused its producer id is fatally failed
+            outcomes.append(exc.args[0])
         failures = [o for o in outcomes if isinstance(o, KafkaError)]
         if failures or len(outcomes) < len(batch):
-            cause = failures[0] if failures else "timeout"
+            cause = failures[0].str() if failures else "timeout"
+            log.warning("schema registry: writing to %s failed: %s", self.topic, cause)
+            if any(f.fatal() or f.code() in REFUSALS for f in failures):
+                self._producer = self._new_producer()  # a fresh producer id once ACLs allow the next write
             raise errors.RegistryError(500, errors.STORE_ERROR, f"Error while writing to the Kafka store: {cause}")
         return max(outcomes)
