@@ -2,7 +2,8 @@
 
 Every instance joins the group ``odradek-schema-registry`` subscribed to the one-partition ``_schemas`` topic; the
 group coordinator's assignment gives that partition to exactly one member, and that member is the primary. Its
-``client.id`` is its URL, so the others find where to forward writes by describing the group. A member that leaves
+``client.id`` is its URL, so the others find where to forward writes by describing the group
+(:mod:`odradek.schema_registry.primary`). A member that leaves
 or stops heartbeating loses the partition at the next rebalance, and another becomes primary (Confluent's registry
 elects the same way, through the group protocol, with a protocol type of its own that librdkafka cannot speak; the
 group id differs from Confluent's so the two never share a group).
@@ -16,9 +17,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 
+from odradek.schema_registry.primary import PrimaryUnknown, describe_primary, outgoing_security
 from odradek.schema_registry.store import REFUSALS
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class Election:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._admin: AdminClient | None = None
+        self._security = outgoing_security(self.config)
 
     @property
     def is_primary(self) -> bool:
@@ -47,7 +48,6 @@ class Election:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._admin = AdminClient(dict(self.config))
         consumer = Consumer({**self.config, "group.id": self.group, "client.id": self.url,
                              "enable.auto.commit": False, "session.timeout.ms": 10000,
                              "heartbeat.interval.ms": 1000, "partition.assignment.strategy": "range"})
@@ -61,7 +61,6 @@ class Election:
         self._stop.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
-        self._admin = None
 
     def _run(self, consumer: Consumer) -> None:
         try:
@@ -120,19 +119,13 @@ class Election:
         """The URL of the member holding the partition, as the group coordinator describes the group now."""
         if self.is_primary:
             return self.url
-        admin = self._admin
-        assert admin is not None
 
         def describe() -> str | None:
             try:
-                group = admin.describe_consumer_groups([self.group], request_timeout=10)[self.group].result()
-            except KafkaException as exc:
-                log.warning("describing group %s: %s", self.group, exc)
+                return describe_primary(str(self.config["bootstrap.servers"]), self._security, self.group,
+                                        self.topic, 10.0)
+            except PrimaryUnknown as exc:
+                log.warning("%s", exc)
                 return None
-            for member in group.members:
-                assignment = member.assignment.topic_partitions if member.assignment else []
-                if any(tp.topic == self.topic for tp in assignment):
-                    return str(member.client_id)
-            return None
 
         return await asyncio.to_thread(describe)
