@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from apache_kafka_brokers import kafka_39
 from brokers import BrokerProcess
 from kafka_clients import close_opened
-from odradek.apache_kafka import KAFKA_3, KAFKA_4, KafkaCluster
+from odradek.apache_kafka import KAFKA_4, KafkaCluster
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.event_loop import loop_factory
 
@@ -77,11 +78,8 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeep
 def apache_kafka_39(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[KafkaCluster]:
     """One Apache Kafka 3.9 broker in ZooKeeper mode (a chroot of its own on the session's ZooKeeper), started once
     per session and killed at its end; tests share it, each on topics (and groups) named for itself."""
-    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-3.9"), version=KAFKA_3, zookeeper=zookeeper.hosts).start()
-    try:
+    with kafka_39(tmp_path_factory.mktemp("kafka-3.9"), zookeeper) as cluster:
         yield cluster
-    finally:
-        cluster.kill()
 
 
 @pytest.fixture(scope="session")

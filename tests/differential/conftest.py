@@ -1,6 +1,6 @@
-"""The brokers the corpus is sent to, once per session: the session's one-broker Apache Kafka 3.9 (ZooKeeper mode)
-and 4.x (KRaft, only for APIs 3.9 does not serve), and a one-broker odradek; each with what identifies it as itself
-(node id, host, port) for the normaliser."""
+"""The brokers the corpus is sent to, once per session: a one-broker Apache Kafka 3.9 of its own (ZooKeeper
+mode), the session's 4.x (KRaft, only for APIs 3.9 does not serve) and a one-broker odradek; each with what
+identifies it as itself (node id, host, port) for the normaliser."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import pytest
 from differential_normalise import SelfIds
 from differential_runner import Target
 
+from apache_kafka_brokers import kafka_39
 from brokers import BrokerProcess
 from odradek.apache_kafka import KafkaCluster
+from odradek.coordination.localzk import LocalZooKeeper
 
 Identified = tuple[Target, SelfIds]
 
@@ -20,6 +22,13 @@ Identified = tuple[Target, SelfIds]
 def _identified(name: str, bootstrap: str) -> Identified:
     target = Target.of(name, bootstrap)
     return target, SelfIds(target.node_id, target.host, target.port)
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_39(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[KafkaCluster]:
+    """A Kafka 3.9 broker of this suite's own, not the session's shared one (see ``tests/apache_kafka_brokers.py``)."""
+    with kafka_39(tmp_path_factory.mktemp("kafka-3.9-differential"), zookeeper) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """Fixtures of the Java client checks: the programs compiled once per client version, one odradek broker for
 the session, and a runner per (client version, cluster) that runs each program once and remembers its lines.
 
-Apache Kafka's brokers come from the repository's ``tests/conftest.py`` (``apache_kafka_39``, ``apache_kafka_4``);
-the control cluster and odradek both have one broker, so topics have one replica on either side.
+The Kafka 3.9 broker is this suite's own (``tests/apache_kafka_brokers.py`` says why), the 4.x one the session's
+(``tests/conftest.py``); the control cluster and odradek both have one broker, so topics have one replica on
+either side.
 """
 
 from __future__ import annotations
@@ -13,12 +14,21 @@ from pathlib import Path
 
 import pytest
 
+from apache_kafka_brokers import kafka_39
 from java_clients.programs import Lines, run_program, sources, without_prefix
-from odradek.apache_kafka import KAFKA_3, KAFKA_4, compile_java
+from odradek.apache_kafka import KAFKA_3, KAFKA_4, KafkaCluster, compile_java
+from odradek.coordination.localzk import LocalZooKeeper
 from odradek.testing import ThreadedCluster, start_cluster
 
 CLIENTS = [KAFKA_3, KAFKA_4]
 """The client versions every check runs with."""
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_39(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[KafkaCluster]:
+    """A Kafka 3.9 broker of this suite's own, not the session's shared one (see ``tests/apache_kafka_brokers.py``)."""
+    with kafka_39(tmp_path_factory.mktemp("kafka-3.9-java-clients"), zookeeper) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -54,7 +54,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Args: bootstrap, topic prefix.
  */
 public final class AdminCheck {
-    static final long BASE = 1_700_000_000_000L;
+    /** An hour before the run, whole seconds: records far older than retention.ms (7 days) would be deleted by the
+     *  broker's retention check whenever it happens to run, a minute or five after its start. */
+    static final long BASE = System.currentTimeMillis() / 1000 * 1000 - 3_600_000L;
     static final List<String> TOPIC_CONFIGS =
             List.of("retention.ms", "cleanup.policy", "segment.bytes", "min.insync.replicas", "compression.type");
     static final List<String> BROKER_CONFIGS = List.of("message.max.bytes", "compression.type",

@@ -20,7 +20,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Args: bootstrap, topic prefix, group.protocol (classic or consumer).
  */
 public final class ConsumerCheck {
-    static final long BASE = 1_700_000_000_000L;
+    /** An hour before the run, whole seconds: records far older than retention.ms (7 days) would be deleted by the
+     *  broker's retention check whenever it happens to run, a minute or five after its start. */
+    static final long BASE = System.currentTimeMillis() / 1000 * 1000 - 3_600_000L;
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
