@@ -11,7 +11,8 @@ The lines of Kafka 3.9's file, and what becomes of each here:
 - ``offsets.topic.replication.factor=1``, ``transaction.state.log.replication.factor=1`` (code default 3): taken
   for one broker; the file is written for a single broker, so a cluster of N brokers gets ``min(3, N)``, so that
   the tour's broker kill does not take the group and transaction coordinators' only replica with it.
-- ``transaction.state.log.min.isr=1`` (code default 2): taken.
+- ``transaction.state.log.min.isr=1`` (code default 2): taken where the transaction log has fewer than three
+  replicas; with three, the code default 2 stays, so a committed transaction survives one broker's death.
 - ``broker.id=0``, ``num.partitions=1``, ``socket.request.max.bytes=104857600``, ``log.retention.hours=168``,
   ``log.retention.check.interval.ms=300000``, ``num.network.threads=3``, ``num.io.threads=8``,
   ``socket.send.buffer.bytes=102400``, ``socket.receive.buffer.bytes=102400``,
@@ -36,9 +37,12 @@ _REPLICATION_FACTORS = ("offsets.topic.replication.factor", "transaction.state.l
 
 def quickstart_settings(brokers: int) -> dict[str, str]:
     """The quickstart values for a cluster of ``brokers`` (see the module docstring for each one's reason)."""
-    settings = {"group.initial.rebalance.delay.ms": "0", "transaction.state.log.min.isr": "1"}
+    replication = min(3, max(brokers, 1))
+    settings = {"group.initial.rebalance.delay.ms": "0"}
+    if replication < 3:
+        settings["transaction.state.log.min.isr"] = "1"
     for name in _REPLICATION_FACTORS:
-        settings[name] = str(min(3, max(brokers, 1)))
+        settings[name] = str(replication)
     return settings
 
 

@@ -46,6 +46,15 @@ def test_describe_configs_reports_the_quickstart_values_as_set_and_an_override_w
     assert started[0].endswith("--override offsets.topic.replication.factor=2, transaction.state.log.min.isr=1")
 
 
+def test_three_brokers_keep_two_in_sync_replicas_for_the_transaction_log() -> None:
+    """The file's min.isr of 1 goes with its replication factor of 1; with three replicas the code default stays."""
+    assert quickstart_settings(1)["transaction.state.log.min.isr"] == "1"
+    assert quickstart_settings(2)["transaction.state.log.min.isr"] == "1"
+    three = quickstart_settings(3)
+    assert three["transaction.state.log.replication.factor"] == "3"
+    assert "transaction.state.log.min.isr" not in three
+
+
 def test_the_start_up_line_names_overrides_and_hides_secrets() -> None:
     line = describe_settings("Kafka's code defaults", {}, {"num.partitions": "3", "ssl.keystore.password": "s3"})
     assert line == "broker settings: Kafka's code defaults; --override num.partitions=3, ssl.keystore.password=[hidden]"
