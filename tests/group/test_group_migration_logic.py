@@ -18,12 +18,6 @@ from odradek.broker.group.consumer_group import (
     ConsumerGroupLogic,
     HeartbeatRequest,
 )
-from odradek.broker.group.consumer_protocol import (
-    ConsumerProtocolError,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-)
 from odradek.broker.group.consumer_records import group_records, load_groups
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.metadata import Group, GroupState, Member
@@ -31,6 +25,12 @@ from odradek.broker.group.migration import MigrationPolicy, can_upgrade, to_clas
 from odradek.broker.group.requests import JoinRequest
 from odradek.clock import ManualClock
 from odradek.errors import ErrorCode as E
+from odradek.protocol.consumer_protocol import (
+    ConsumerProtocolError,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
 
 from .memlog import MemoryOffsetsLog
 

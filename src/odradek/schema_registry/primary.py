@@ -10,12 +10,12 @@ registry runs inside the brokers' own process.
 from __future__ import annotations
 
 import ssl
-import struct
 from collections.abc import Mapping
 from typing import Any
 
 from odradek.client import KafkaConnection
 from odradek.errors import ErrorCode
+from odradek.protocol.consumer_protocol import ConsumerProtocolError, decode_assignment
 from odradek.protocol.entities import entity_schemas
 from odradek.security.broker_client import OutgoingSecurity
 from odradek.security.client_config import sasl_credentials
@@ -45,21 +45,6 @@ def outgoing_security(config: Mapping[str, Any]) -> OutgoingSecurity:
     return OutgoingSecurity("", protocol, ssl_context=context)
 
 
-def assigned_topics(assignment: bytes) -> list[str]:
-    """The topics of a ConsumerProtocolAssignment (any version: they follow the version field)."""
-    try:
-        (count,) = struct.unpack_from(">i", assignment, 2)
-        pos, topics = 6, []
-        for _ in range(max(count, 0)):
-            (size,) = struct.unpack_from(">h", assignment, pos)
-            topics.append(assignment[pos + 2:pos + 2 + size].decode())
-            (partitions,) = struct.unpack_from(">i", assignment, pos + 2 + size)
-            pos += 2 + size + 4 + 4 * max(partitions, 0)
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return []
-
-
 def describe_primary(
     bootstrap: str, security: OutgoingSecurity, group: str, topic: str, timeout_s: float
 ) -> str | None:
@@ -81,6 +66,10 @@ def describe_primary(
     if described_group.error_code != ErrorCode.none:
         raise PrimaryUnknown(f"DescribeGroups {group}: {ErrorCode(described_group.error_code).name}")
     for member in described_group.members:
-        if topic in assigned_topics(bytes(member.member_assignment)):
+        try:
+            assigned = decode_assignment(bytes(member.member_assignment))
+        except ConsumerProtocolError:
+            continue  # a member whose assignment cannot be read holds nothing the registry can see
+        if topic in assigned:
             return str(member.client_id)
     return None

@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from odradek.broker.group.consumer_protocol import Subscription
 from odradek.broker.group.server_assignors import ASSIGNORS, AssignmentSpec
 from odradek.errors import ErrorCode
+from odradek.protocol.consumer_protocol import Subscription
 
 Partitions = dict[str, frozenset[int]]
 """topic name → partitions."""

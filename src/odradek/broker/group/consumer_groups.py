@@ -31,13 +31,6 @@ from odradek.broker.group.consumer_group import (
     HeartbeatResult,
     TopicsSnapshot,
 )
-from odradek.broker.group.consumer_protocol import (
-    PROTOCOL_TYPE,
-    ConsumerProtocolError,
-    decode_subscription,
-    encode_assignment,
-    version_of,
-)
 from odradek.broker.group.consumer_records import group_id_of, group_records, load_groups
 from odradek.broker.group.context import CoordinatorContext
 from odradek.broker.group.metadata import Group, GroupState
@@ -47,6 +40,13 @@ from odradek.broker.group.results import JoinResult, SyncResult, join_error
 from odradek.broker.group.runtime import Records, group_error
 from odradek.broker.group.schema import GroupKey, SchemaError, encode_key
 from odradek.errors import ErrorCode
+from odradek.protocol.consumer_protocol import (
+    PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_subscription,
+    encode_assignment,
+    version_of,
+)
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,13 @@ from odradek.broker.group.consumer_group import (
     ConsumerMember,
     TopicsSnapshot,
 )
-from odradek.broker.group.consumer_protocol import (
+from odradek.broker.group.context import CoordinatorContext
+from odradek.broker.group.metadata import Group, Member
+from odradek.broker.group.results import SyncResult, join_error
+from odradek.broker.group.runtime import Records, group_error
+from odradek.broker.group.schema import GroupKey, encode_group_value, encode_key
+from odradek.errors import ErrorCode
+from odradek.protocol.consumer_protocol import (
     PROTOCOL_TYPE,
     ConsumerProtocolError,
     decode_assignment,
@@ -37,12 +43,6 @@ from odradek.broker.group.consumer_protocol import (
     encode_assignment,
     version_of,
 )
-from odradek.broker.group.context import CoordinatorContext
-from odradek.broker.group.metadata import Group, Member
-from odradek.broker.group.results import SyncResult, join_error
-from odradek.broker.group.runtime import Records, group_error
-from odradek.broker.group.schema import GroupKey, encode_group_value, encode_key
-from odradek.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

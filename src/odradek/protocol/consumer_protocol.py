@@ -4,6 +4,7 @@ SyncGroup assignment bytes hold.
 The classic coordinator never needs to read them, but a consumer group that serves classic members does: it
 takes their subscription (and the partitions they say they own) from the metadata, and hands them the partitions
 the server-side assignor gave them as an assignment in the version their metadata used (Kafka's ConsumerProtocol).
+The schema registry reads the assignments DescribeGroups returns, to find which member holds ``_schemas``.
 
 ConsumerProtocolSubscription: int16 version, topics ``[string]``, user data ``nullable bytes``, v1+ owned
 partitions ``[(string, [int32])]``, v2+ generation ``int32``, v3+ rack ``nullable string``.
