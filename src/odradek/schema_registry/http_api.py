@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -41,6 +41,15 @@ def reply(body: Any, status: int = 200) -> web.Response:
 def _flag(request: web.Request, name: str, default: bool = False) -> bool:
     value = request.query.get(name)
     return default if value is None else value.strip().lower() == "true"
+
+
+def _subject_setting(request: web.Request, configured: Mapping[str | None, str], code: int, what: str) -> str | None:
+    """The subject a GET /config or /mode names (None for the global one); 404 with ``code`` where the subject has
+    no setting of its own and ``defaultToGlobal`` is not asked for, as Confluent's registry answers."""
+    subject = request.match_info.get("subject")
+    if subject is not None and subject not in configured and not _flag(request, "defaultToGlobal"):
+        raise errors.RegistryError(404, code, f"Subject '{subject}' does not have subject-level {what} configured")
+    return subject
 
 
 def authenticating(auth: ScramBasicAuth) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
@@ -286,17 +295,12 @@ class Api:
         return reply(body)
 
     async def get_config(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
-        if subject is not None and subject not in self.state.levels and not _flag(request, "defaultToGlobal"):
-            raise errors.RegistryError(404, errors.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
-                                       f"Subject '{subject}' does not have subject-level compatibility configured")
+        subject = _subject_setting(request, self.state.levels, errors.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
+                                   "compatibility")
         return reply({"compatibilityLevel": self.state.level(subject)})
 
     async def get_mode(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
-        if subject is not None and subject not in self.state.modes and not _flag(request, "defaultToGlobal"):
-            raise errors.RegistryError(404, errors.SUBJECT_LEVEL_MODE_NOT_CONFIGURED,
-                                       f"Subject '{subject}' does not have subject-level mode configured")
+        subject = _subject_setting(request, self.state.modes, errors.SUBJECT_LEVEL_MODE_NOT_CONFIGURED, "mode")
         return reply({"mode": self.state.mode(subject)})
 
     # ---- writes
