@@ -20,6 +20,12 @@ def _fetch(args: argparse.Namespace) -> int:
         lib = jars.ensure(version)
         count = sum(1 for _ in lib.glob("*.jar"))
         print(f"Apache Kafka {version}: {count} jars in {lib} ({time.monotonic() - started:.1f}s)")
+    if not args.version:
+        for name, wanted in sorted(jars.BUNDLES.items()):
+            started = time.monotonic()
+            lib = jars.ensure_bundle(name, wanted())
+            count = sum(1 for _ in lib.glob("*.jar"))
+            print(f"{name}: {count} jars in {lib} ({time.monotonic() - started:.1f}s)")
     return 0
 
 
@@ -48,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch the jars of Kafka's versions into the cache")
     fetch.add_argument("--version", action="append",
-                       help=f"a Kafka version (repeatable; default: {' '.join(VERSIONS)})")
+                       help=f"a Kafka version (repeatable; default: {' '.join(VERSIONS)} and every bundle of "
+                            "jars.BUNDLES)")
     fetch.set_defaults(run=_fetch)
     up = sub.add_parser("up", help="run a Kafka cluster on loopback until Ctrl-C")
     up.add_argument("--version", default=KAFKA_3)

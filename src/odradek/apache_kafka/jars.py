@@ -10,23 +10,31 @@ The cache root is ``$ODRADEK_JAR_CACHE`` when set, else ``.cache/jars`` in the s
 holding ``pyproject.toml`` above this package), else ``~/.cache/odradek/jars``; each version has
 ``<root>/<version>/lib``. A ``.complete`` marker is written last, so an interrupted fetch is redone, and a file lock
 keeps concurrent test sessions from fetching the same version twice.
+
+JVM applications beyond Kafka's own jars (Streams, Connect, Spark's connector) are *bundles*: a name and an artifact
+list in :data:`BUNDLES`, cached the same way under ``<root>/<name>-<digest of the list>/lib``.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["artifacts", "cache_root", "ensure"]
+__all__ = ["BUNDLES", "artifacts", "cache_root", "ensure", "ensure_bundle"]
+
+Artifact = tuple[str, str, str]
+"""(group, artifact, version), as a Maven dependency names it."""
 
 _LOG4J2 = "2.25.5"
 """The log4j 2 that kafka_2.13 4.4.0 itself depends on (log4j-core, log4j-api), so the bridge matches it."""
 
 
-def artifacts(version: str) -> list[tuple[str, str, str]]:
+def artifacts(version: str) -> list[Artifact]:
     """(group, artifact, version) of every jar asked for; Maven adds their runtime dependencies.
 
     Kafka's jars depend on slf4j-api 1.7.36 in 3.x and 4.x alike, so the logging backend is an slf4j 1.x binding:
@@ -57,21 +65,36 @@ def cache_root() -> Path:
     return Path.home() / ".cache" / "odradek" / "jars"
 
 
-def _pom(version: str) -> str:
+def _pom(name: str, wanted: Sequence[Artifact]) -> str:
     deps = "".join(
         f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>\n"
-        for g, a, v in artifacts(version)
+        for g, a, v in wanted
     )
     return (
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>\n'
-        f"<groupId>odradek.cache</groupId><artifactId>apache-kafka-jars</artifactId><version>{version}</version>\n"
+        f"<groupId>odradek.cache</groupId><artifactId>jars-{name}</artifactId><version>1</version>\n"
         f"<dependencies>\n{deps}</dependencies></project>\n"
     )
 
 
 def ensure(version: str, *, timeout_s: float = 900.0) -> Path:
     """The ``lib/`` directory holding every runtime jar of Kafka ``version``, fetched with Maven on first use."""
-    home = cache_root() / version
+    return _fill(cache_root() / version, version, artifacts(version), timeout_s)
+
+
+BUNDLES: dict[str, Callable[[], list[Artifact]]] = {}
+"""Named sets of jars beyond a Kafka version's own (a JVM application and its dependencies), each fetched by
+``make jars`` as well as on first use."""
+
+
+def ensure_bundle(name: str, wanted: Sequence[Artifact], *, timeout_s: float = 900.0) -> Path:
+    """The ``lib/`` directory holding ``wanted`` and their runtime dependencies, under ``<root>/<name>-<digest>``:
+    the digest names the artifact list, so changing the list fetches afresh instead of reusing a stale ``lib/``."""
+    digest = hashlib.sha256(repr(sorted(wanted)).encode()).hexdigest()[:10]
+    return _fill(cache_root() / f"{name}-{digest}", name, wanted, timeout_s)
+
+
+def _fill(home: Path, name: str, wanted: Sequence[Artifact], timeout_s: float) -> Path:
     lib = home / "lib"
     done = home / ".complete"
     if done.exists():
@@ -85,7 +108,7 @@ def ensure(version: str, *, timeout_s: float = 900.0) -> Path:
         if done.exists():  # another session fetched it while this one waited
             return lib
         pom = home / "pom.xml"
-        pom.write_text(_pom(version))
+        pom.write_text(_pom(name, wanted))
         staging = home / "lib.partial"
         shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(lib, ignore_errors=True)
@@ -96,9 +119,9 @@ def ensure(version: str, *, timeout_s: float = 900.0) -> Path:
         )
         if result.returncode != 0:
             raise RuntimeError(
-                f"mvn could not fetch Apache Kafka {version} (exit {result.returncode}):\n"
+                f"mvn could not fetch {name} (exit {result.returncode}):\n"
                 f"{result.stdout[-4000:]}{result.stderr[-4000:]}"
             )
         staging.rename(lib)
-        done.write_text(version + "\n")
+        done.write_text(name + "\n")
     return lib
