@@ -55,6 +55,11 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await _serve(endpoints, ready_file, stop_all, broker.halted)
 
 
+REGISTRY_BROKERS_WAIT_S = 60.0
+"""How long a registry beside brokers waits for as many live brokers as its topic's replication factor (Confluent's
+``kafkastore.init.timeout.ms`` is as long)."""
+
+
 async def _start_registry(broker: Broker, addresses: Callable[[str], str], host: str, port: int | None,
                           stop_brokers: Callable[[], Awaitable[None]]) -> SchemaRegistry | None:
     """The schema registry beside the brokers (None when ``port`` is None), connected and guarded as
@@ -72,8 +77,12 @@ async def _start_registry(broker: Broker, addresses: Callable[[str], str], host:
     except ValueError as exc:  # TlsConfigError included: ssl.* that make no server context
         await stop_brokers()
         raise RegistryStartFailed(f"cannot serve the schema registry: {exc}") from exc
+    # _schemas replicated as the cluster's internal topics are: brokers started together (``odradek broker`` each)
+    # get a registry topic that survives one of them, instead of one made before the others registered
+    replicas = min(3, int(broker.config.values["offsets.topic.replication.factor"]))
     registry = SchemaRegistry(security.bootstrap, host=host, port=port, client_config=security.client_config,
-                              basic_auth=security.basic_auth, ssl_context=security.server_tls)
+                              basic_auth=security.basic_auth, ssl_context=security.server_tls,
+                              replication_factor=replicas, brokers_wait_s=REGISTRY_BROKERS_WAIT_S)
     registry.registry.forward_ssl = security.forward_tls
     try:
         await registry.start()
