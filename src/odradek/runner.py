@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
-from odradek.cluster import LocalCluster
+from odradek.cluster import READY_WAIT_S, LocalCluster
 from odradek.migration import refuse_for_zookeeper
 from odradek.ready_file import ready_line, write_ready_file
 
@@ -34,6 +34,11 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     refuse_for_zookeeper(Path(config.data_dir))
     broker = Broker(config, ZooKeeperBackend(zookeeper), metrics_port=metrics_port)
     await broker.start()
+    # Ready, as for ``odradek up``, once the broker has heard from a controller: an admin client that connects at
+    # once otherwise reads controller -1 and librdkafka waits out its whole request timeout before asking again.
+    # A cluster without a controller for that long still gets a serving broker.
+    if not await broker.metadata.wait_until(lambda: broker.metadata.controller_id >= 0, READY_WAIT_S):
+        log.warning("no controller heard of in %.0f s; serving anyway", READY_WAIT_S)
     registry = await _start_registry(broker, lambda name: "{}:{}".format(*broker.advertised[name]), broker.host,
                                      schema_registry_port, broker.stop)
     _show_in_consoles(registry, [broker])
