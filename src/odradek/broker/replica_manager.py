@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from odradek.broker.faults import FaultState
+from odradek.broker.fetch_sessions import ParkedFollowerFetches
 from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
 from odradek.broker.log import LogManager
 from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
@@ -68,6 +69,8 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.stats = BrokerStats()
         """Messages and bytes appended as leader, per topic (the broker shares this with its metrics)."""
+        self.parked_fetches = ParkedFollowerFetches()
+        """Followers' fetches parked here, which an append to a partition they do not watch yet answers."""
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
@@ -170,6 +173,7 @@ class ReplicaManager:
             part = Partition(topic, index, plog, self.broker_id, self.clock)
             self.partitions[TopicPartition(topic, index)] = part
         part.isr_writer = self.isr_writer
+        part.parked = self.parked_fetches
         return part
 
     def _drop(self, topic: str, index: int, delete: bool) -> None:

@@ -56,6 +56,7 @@ from odradek.broker.fetch_sessions import (
     TopicKey,
 )
 from odradek.broker.replica import Partition
+from odradek.broker.replica_manager import ReplicaManager
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
 from odradek.protocol.encoders import FetchPartitionResult, encode_fetch_response
@@ -132,10 +133,13 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             errors += sum(len(p) for _n, _i, p in refused) + sum(len(p) for _i, p in unknown_ids)
             if errors >= session.size:
                 break  # every partition of the session failed: nothing to wait for
-            await _park_session(session, woken, replica_id, committed, remaining)
+            if await _park_session(session, woken, replica_id, committed, remaining, services.replicas):
+                break
             continue
         if not parts:
             break
+        # a follower's fetch also answers when a partition it does not name yet gets an append
+        parked = services.replicas.parked_fetches.park(replica_id, woken) if replica_id >= 0 else None
         for p, seen_lso in parts:
             if committed:
                 p.add_stable_waiter(woken, seen_lso)
@@ -150,6 +154,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             await woken
         finally:
             timer.cancel()
+            if parked is not None:
+                services.replicas.parked_fetches.unpark(replica_id, parked)
             for p, _ in parts:
                 if committed:
                     p.remove_stable_waiter(woken)
@@ -157,6 +163,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     p.remove_data_waiter(woken)
                 else:
                     p.remove_visible_waiter(woken)
+        if parked is not None and parked.answer_now:
+            break
     for name, topic_id, partitions in refused:
         topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed))
                                         for p in partitions]))
@@ -232,22 +240,27 @@ def _session_wanted(
 
 
 async def _park_session(session: FetchSession, woken: asyncio.Future[None], replica_id: int, committed: bool,
-                        remaining: float) -> None:
+                        remaining: float, replicas: ReplicaManager) -> bool:
     """Wait until a partition the session watches has what this fetch waits for, or the wait is over. A fetch of
-    the session still parked (a client that did not wait for its answer) answers now."""
+    the session still parked (a client that did not wait for its answer) answers now. True when a follower's
+    fetch must answer now: a partition its session does not watch yet got an append."""
     previous = session.waiter
     if previous is not None and not previous.done():
         previous.set_result(None)
     session.waiter = woken
     session.wakes_on = (APPEND if replica_id >= 0 else HIGH_WATERMARK) | REPLICA
     session.read_committed = committed
+    parked = replicas.parked_fetches.park(replica_id, woken) if replica_id >= 0 else None
     timer = asyncio.get_running_loop().call_later(remaining, _wake_up, woken)
     try:
         await woken
     finally:
         timer.cancel()
+        if parked is not None:
+            replicas.parked_fetches.unpark(replica_id, parked)
         if session.waiter is woken:
             session.waiter = None
+    return parked is not None and parked.answer_now
 
 
 def _requested(request: Any, by_id: bool) -> Iterator[tuple[TopicKey, CachedPartition]]:
