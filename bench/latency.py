@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.coordination.localzk import LocalZooKeeper
@@ -166,7 +166,8 @@ def first_records(bootstrap: str, name: str, rf: int, acks: str, rate: int, topi
     """The first ``records`` records written to each of ``topics`` new topics, produced at ``rate`` as soon as the
     topic is created, no warm-up: what a test suite creating a topic per test sees. One producer for all topics
     (its first record to a topic includes the metadata lookup, as a user's does); per topic a consumer assigned to
-    the partition from the beginning before the first record is sent (no group join in the way)."""
+    offset 0 of the partition before the first record is sent (no group join in the way; with OFFSET_BEGINNING
+    librdkafka's first ListOffsets waits for its 500 ms offset-query timer, a client-side delay)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, **(producer_config or {})})
     firsts: list[float] = []
@@ -179,7 +180,7 @@ def first_records(bootstrap: str, name: str, rf: int, acks: str, rate: int, topi
         admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "fetch.wait.max.ms": 100,
                              "enable.auto.commit": False})
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        consumer.assign([TopicPartition(topic, 0, 0)])
         acked: dict[int, float] = {}
         start = time.perf_counter()
         for i in range(records):

@@ -173,10 +173,12 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
         )
     session_id = INVALID_SESSION_ID if session is None else session.id
+    sized: list[Any] | None = None
     if replica_id < 0 and quota_limited:
         # Kafka sizes the response the fetch context would send before the session takes it in, and a throttled
         # fetch leaves the session as it was: the fetcher was told nothing.
-        size = sum(len(b) for b in encode_fetch_response(version, topics))
+        sized = encode_fetch_response(version, topics)
+        size = sum(len(b) for b in sized)
         throttle = services.quotas.throttle_fetch(ctx.principal, ctx.client_id, size)
         if throttle > 0:
             ctx.throttle_ms = throttle
@@ -191,6 +193,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             for result in results:
                 if result.size:
                     services.stats.sent(name, result.size)
+    if sized is not None and session is None and session_id == INVALID_SESSION_ID:
+        return Encoded(sized)  # the response just sized, which is the one to send: no session changed it
     return Encoded(encode_fetch_response(version, topics, session_id=session_id))
 
 
