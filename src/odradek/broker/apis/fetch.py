@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker import authz
@@ -55,6 +56,7 @@ from odradek.broker.fetch_sessions import (
     FetchSession,
     TopicKey,
 )
+from odradek.broker.log.segment import WouldBlock
 from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.errors import ErrorCode, KafkaError
@@ -118,8 +120,10 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             if services.authorizer is not None:
                 wanted, refused = _authorized(ctx, replica_id, wanted)
             seen = []
-        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed,
-                                         None if session is None else seen)
+        topics, total, parts, cold = _read_all(ctx, wanted, replica_id, max_bytes, committed,
+                                               None if session is None else seen)
+        if cold:
+            total = await _read_cold(cold, max_bytes - total, total, committed)
         if session is not None:
             for entry, part, _idle in seen:
                 if entry.watched is not part:
@@ -342,12 +346,14 @@ def _wake_up(woken: asyncio.Future[None]) -> None:
 def _read_all(
     ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], replica_id: int, max_bytes: int,
     committed: bool, seen: list[tuple[CachedPartition, Partition, bool]] | None = None,
-) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]]]:
+) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]],
+           list[_ColdRead]]:
     """Read every wanted partition. A partition with nothing to read at its fetch offset is answered without a
     read. With ``seen`` (an incremental session's partitions, which are :class:`CachedPartition`) such a partition
     whose offsets the fetcher already knows gets no result at all, and ``seen`` collects each partition found
     with the replica serving it and whether it is now idle: nothing to read, no error, and (for a follower) the
-    follower in the ISR, so its next fetches need not look until the replica reports an event."""
+    follower in the ISR, so its next fetches need not look until the replica reports an event. A read the page
+    cache cannot serve is left to :func:`_read_cold` (its result is in place, without records yet)."""
     services = ctx.services
     replicas = services.replicas
     follower = replica_id >= 0
@@ -355,6 +361,7 @@ def _read_all(
     budget = max_bytes
     total = 0
     waitable: list[tuple[Partition, int]] = []
+    cold: list[_ColdRead] = []
     for name, topic_id, partitions in wanted:
         results: list[FetchPartitionResult] = []
         out.append((name, topic_id, results))
@@ -392,10 +399,18 @@ def _read_all(
                     continue
                 result = FetchPartitionResult(fp.partition)
                 results.append(result)
-                read = plog.read(
-                    offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw, min_one=total == 0,
-                    read_committed=committed,
-                )
+                try:
+                    read = plog.read(
+                        offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw,
+                        min_one=total == 0, read_committed=committed, nowait=True,
+                    )
+                except WouldBlock:  # on the disk, not in the page cache: read on a thread once the others are read
+                    cold.append(_ColdRead(result, part, offset, fp.partition_max_bytes, None if follower else hw,
+                                          follower))
+                    waitable.append((part, lso))
+                    if seen is not None:
+                        seen.append((fp, part, False))
+                    continue
                 result.records = read.buffers
                 result.size = read.size
                 result.aborted_transactions = read.aborted_transactions
@@ -420,4 +435,47 @@ def _read_all(
             result.log_start_offset = part.log.log_start_offset
             if committed and result.aborted_transactions is None:
                 result.aborted_transactions = []
-    return out, total, waitable
+    return out, total, waitable, cold
+
+
+@dataclass(slots=True)
+class _ColdRead:
+    """A partition's read that would have waited for the disk: the result to fill and how to read it."""
+
+    result: FetchPartitionResult
+    part: Partition
+    offset: int
+    max_bytes: int
+    upper: int | None
+    follower: bool
+
+
+async def _read_cold(cold: list[_ColdRead], budget: int, total: int, committed: bool) -> int:
+    """Read on a worker thread what the page cache did not hold, in request order, within what is left of the
+    response's ``budget``; returns the response's new total. A read that waits for the disk then stalls only this
+    fetch, not every client and follower served by the event loop. The log's lock orders the read with appends,
+    truncation and retention, so no deleted segment is read."""
+    for c in cold:
+        result = c.result
+        plog = c.part.log
+        try:
+            read = await asyncio.to_thread(plog.read, c.offset, min(c.max_bytes, max(budget, 0)), c.upper,
+                                           total == 0, committed)
+        except KafkaError as exc:
+            result.error_code = int(exc.code)
+            if c.follower:  # a consumer gets -1 offsets with an error, as in _read_all
+                result.high_watermark = c.part.high_watermark
+                result.last_stable_offset = c.part.last_stable_offset
+                result.log_start_offset = plog.log_start_offset
+            if committed:
+                result.aborted_transactions = []
+            continue
+        result.records = read.buffers
+        result.size = read.size
+        result.aborted_transactions = read.aborted_transactions
+        result.high_watermark = read.high_watermark
+        result.last_stable_offset = read.last_stable_offset
+        result.log_start_offset = read.log_start_offset
+        total += read.size
+        budget -= read.size
+    return total
