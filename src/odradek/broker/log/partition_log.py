@@ -857,6 +857,10 @@ class PartitionLog:
                 self.apply_retention(now_ms)
                 self._producers.remove_expired(now_ms, PRODUCER_ID_EXPIRATION_MS)
 
+    def tick_due(self, now_ms: int, retention: bool) -> bool:
+        """Whether :meth:`tick` has work beyond rolled segments (decided without the lock)."""
+        return retention or self._flush_due(now_ms)
+
     def _flush_due(self, now_ms: int) -> bool:
         return now_ms - self._last_flush_ms >= self.config.flush_ms and (
             self._active.unflushed or self._recovery_point < self.log_end_offset
