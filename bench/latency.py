@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -109,6 +109,23 @@ def pct(xs: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
 
 
+def send_paced(producer: Producer, topic: str, total: int, rate: int, acked: Callable[[int, float], object]) -> None:
+    """Send ``total`` records of RECORD bytes at ``rate`` per second, each carrying its send time; ``acked(i, ms)``
+    for each record acknowledged without error; returns once every record is acknowledged (or after 30 s)."""
+    pad = b"x" * (RECORD - 8)
+    start = time.perf_counter()
+    for i in range(total):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            producer.poll(max(0.0, min(due - now, 0.001)))
+        sent = time.perf_counter()
+        producer.produce(topic, struct.pack("d", sent) + pad,
+                         on_delivery=lambda err, _m, s=sent, i=i: err is None and acked(
+                             i, (time.perf_counter() - s) * 1000))
+        producer.poll(0)
+    producer.flush(30)
+
+
 def run_case(bootstrap: str, topic: str, rf: int, acks: str, rate: int, seconds: float,
              producer_config: dict[str, str] | None = None) -> dict[str, float]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -141,18 +158,7 @@ def run_case(bootstrap: str, topic: str, rf: int, acks: str, rate: int, seconds:
 
     t = threading.Thread(target=reader)
     t.start()
-    pad = b"x" * (RECORD - 8)
-    start = time.perf_counter()
-    for i in range(total):
-        due = start + i / rate
-        while (now := time.perf_counter()) < due:
-            producer.poll(max(0.0, min(due - now, 0.001)))
-        sent = time.perf_counter()
-        producer.produce(topic, struct.pack("d", sent) + pad,
-                         on_delivery=lambda err, _m, s=sent: err is None and acks_ms.append(
-                             (time.perf_counter() - s) * 1000))
-        producer.poll(0)
-    producer.flush(30)
+    send_paced(producer, topic, total, rate, lambda _i, ms: acks_ms.append(ms))
     t.join(30)
     done.set()
     consumer.close()
@@ -174,7 +180,6 @@ def first_records(bootstrap: str, name: str, rf: int, acks: str, rate: int, topi
     acks_ms: list[float] = []
     e2e_first: list[float] = []
     e2e_ms: list[float] = []
-    pad = b"x" * (RECORD - 8)
     for n in range(topics):
         topic = f"first-{name}-{n}-{os.getpid()}"
         admin.create_topics([NewTopic(topic, 1, rf)])[topic].result(30)
@@ -182,17 +187,7 @@ def first_records(bootstrap: str, name: str, rf: int, acks: str, rate: int, topi
                              "enable.auto.commit": False})
         consumer.assign([TopicPartition(topic, 0, 0)])
         acked: dict[int, float] = {}
-        start = time.perf_counter()
-        for i in range(records):
-            due = start + i / rate
-            while (now := time.perf_counter()) < due:
-                producer.poll(max(0.0, min(due - now, 0.001)))
-            sent = time.perf_counter()
-            producer.produce(topic, struct.pack("d", sent) + pad,
-                             on_delivery=lambda err, _m, s=sent, i=i, a=acked: err is None and a.setdefault(
-                                 i, (time.perf_counter() - s) * 1000))
-            producer.poll(0)
-        producer.flush(30)
+        send_paced(producer, topic, records, rate, lambda i, ms, a=acked: a.setdefault(i, ms))
         received: list[float] = []
         deadline = time.monotonic() + 30
         while len(received) < records and time.monotonic() < deadline:
