@@ -395,9 +395,9 @@ class Partition:
         """Followers' fetch waiters (replica fetches read to the log end) wake on every append, before the high
         watermark is recomputed, so a follower outside the ISR is woken even when the append moves the HW.
         A follower whose session does not watch this partition yet (it joined the follower's fetcher while that
-        fetch was parked, or the fetch found it not led here yet) has its parked fetch answered: Kafka completes
-        the follower's delayed fetch on the append, and waiting for its ``replica.fetch.wait.max.ms`` would hold
-        a new partition's first acks=all produce that long."""
+        fetch was parked, or the fetch found it not led here yet) has its parked fetch answered, so its next fetch
+        names the partition: waiting out ``replica.fetch.wait.max.ms`` instead would hold a new partition's first
+        acks=all produce that long."""
         self._tell_watchers(APPEND)
         for fut in self._data_waiters:
             if not fut.done():
