@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from odradek.broker.faults import FaultState
+from odradek.broker.fetch_sessions import ParkedFollowerFetches
 from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
 from odradek.broker.log import LogManager
 from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
@@ -68,6 +69,8 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.stats = BrokerStats()
         """Messages and bytes appended as leader, per topic (the broker shares this with its metrics)."""
+        self.parked_fetches = ParkedFollowerFetches()
+        """Followers' fetches parked here, which an append to a partition they do not watch yet answers."""
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
@@ -108,20 +111,23 @@ class ReplicaManager:
         part.check_leader(leader_epoch)
         return part
 
-    def append_records(self, topic: str, index: int, records: bytes | bytearray | memoryview) -> tuple[Any, Partition]:
-        """Validate and append a Produce request's record set as leader; the caller decides how long to wait."""
-        part = self.leader_partition(topic, index)
+    def append_records(self, part: Partition, records: bytes | bytearray | memoryview) -> Any:
+        """Validate and append a Produce request's record set to ``part``, which the caller found as this broker's
+        leader (:meth:`leader_partition`); the caller decides how long to wait. The batch size is checked against
+        ``max.message.bytes`` by the log's append."""
+        # the one copy: the log stamps offsets and the leader epoch into the batch before writing it
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        max_bytes = part.log.config.max_message_bytes
         headers = validate_produce(buf)
-        for h in headers:
-            if h.size > max_bytes:
-                raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
         if "compact" in part.log.config.cleanup_policy:
-            _require_keys(buf, f"{topic}-{index}")
+            # Kafka refuses an oversized batch before its validator reads the records: checked here first, as
+            # the keys are read before the append
+            max_bytes = part.log.config.max_message_bytes
+            if any(h.size > max_bytes for h in headers):
+                raise KafkaError(ErrorCode.message_too_large, f"batch exceeds max.message.bytes {max_bytes}")
+            _require_keys(buf, part.name)
         appended = part.append_as_leader(buf, headers, self.clock.now_ms())
-        self.stats.appended(topic, sum(h.records_count for h in headers), len(buf))
-        return appended, part
+        self.stats.appended(part.topic, sum(h.records_count for h in headers), len(buf))
+        return appended
 
     # --- applying the controller's decisions -----------------------------------------------------------------
 
@@ -170,6 +176,7 @@ class ReplicaManager:
             part = Partition(topic, index, plog, self.broker_id, self.clock)
             self.partitions[TopicPartition(topic, index)] = part
         part.isr_writer = self.isr_writer
+        part.parked = self.parked_fetches
         return part
 
     def _drop(self, topic: str, index: int, delete: bool) -> None:
