@@ -157,13 +157,13 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     p.remove_data_waiter(woken)
                 else:
                     p.remove_visible_waiter(woken)
+    # Kafka's FetchResponse.partitionResponse(partition, error): an empty aborted list, whatever the isolation
     for name, topic_id, partitions in refused:
-        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed))
-                                        for p in partitions]))
+        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed),
+                                                             aborted_transactions=[]) for p in partitions]))
     for topic_id, partitions in unknown_ids:
-        topics.append(
-            ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
-        )
+        topics.append(("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id),
+                                                           aborted_transactions=[]) for p in partitions]))
     session_id = INVALID_SESSION_ID if session is None else session.id
     if replica_id < 0 and quota_limited:
         # Kafka sizes the response the fetch context would send before the session takes it in, and a throttled
