@@ -12,8 +12,12 @@ from typing import Any
 from differences import DIFFERENCES, Difference
 from differential_corpus import Closed, Scenario
 from differential_normalise import Diff, SelfIds, compare, glob, normalise
+from differential_runner import Target, run_scenario
 
-__all__ = ["check", "load_scenarios"]
+__all__ = ["Identified", "check", "load_scenarios", "run_both"]
+
+Identified = tuple[Target, SelfIds]
+"""A broker (or cluster) to send scenarios to, with what identifies it as itself for the normaliser."""
 
 HERE = Path(__file__).parent
 
@@ -48,3 +52,10 @@ def check(scenario: str, expected: Any, kafka_ids: SelfIds, got: Any, odradek_id
     stale = [e for e in listed if "*" not in e.scenario and e.always
              and not any(glob(e.path).match(d.path) for d in diffs)]
     assert not stale, f"listed differences that no longer occur (delete them): {stale}"
+
+
+def run_both(scenario: Scenario, kafka: Identified, odradek: Identified) -> None:
+    """The scenario run on Kafka, then on odradek, and the answers checked (:func:`check`)."""
+    (kafka_target, kafka_ids), (odradek_target, odradek_ids) = kafka, odradek
+    check(scenario.name, run_scenario(kafka_target, scenario), kafka_ids, run_scenario(odradek_target, scenario),
+          odradek_ids)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Act", "Batch", "Call", "Closed", "Ref", "Scenario", "Topic", "Until", "coordinator", "init_producer",
-           "produce"]
+__all__ = ["Act", "Batch", "Call", "Closed", "Derived", "Ref", "Scenario", "Topic", "Until", "coordinator",
+           "init_producer", "produce"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,15 @@ class Ref:
     """A value captured by an earlier step of the same scenario on the same broker."""
 
     name: str
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A value computed from one captured earlier on the same broker (a SCRAM client-final message carrying the
+    server's nonce)."""
+
+    name: str
+    compute: Callable[[Any], Any]
 
 
 @dataclass(frozen=True)

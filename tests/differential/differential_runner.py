@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from differential_corpus import Act, Batch, Call, Closed, Ref, Scenario, Topic
+from differential_corpus import Act, Batch, Call, Closed, Derived, Ref, Scenario, Topic
 
 from odradek.protocol.client import BlockingConnection
 from odradek.protocol.controller_requests import VERSIONS as CONTROLLER_VERSIONS
@@ -146,11 +146,14 @@ def _batch_bytes(batch: Batch, captured: Mapping[str, Any]) -> bytes:
 
 
 def resolve(value: Any, names: Mapping[str, str], captured: Mapping[str, Any]) -> Any:
-    """Placeholders, :class:`Ref` s and :class:`Batch` es replaced by what they stand for on this broker."""
+    """Placeholders, :class:`Ref` s, :class:`Derived` values and :class:`Batch` es replaced by what they stand for on
+    this broker."""
     if isinstance(value, str):
         return value.format_map(names) if "{" in value else value
     if isinstance(value, Ref):
         return captured[value.name]
+    if isinstance(value, Derived):
+        return value.compute(captured[value.name])
     if isinstance(value, Batch):
         return _batch_bytes(value, captured)
     if isinstance(value, Mapping):

@@ -6,9 +6,11 @@ then with the ACL that allows them; ``admin`` grants ACLs and creates topics. Af
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Any
 
-from differential_corpus import Batch, Call, Scenario, Topic, produce
+from differential_corpus import Batch, Call, Derived, Scenario, Topic, produce
 
 _T = (Topic(),)
 _ANY, _MATCH, _LITERAL, _PREFIXED = 1, 2, 3, 4
@@ -22,6 +24,23 @@ def plain_login(user: str, password: str) -> tuple[Call, ...]:
     """SaslHandshake PLAIN and the one PLAIN token: a connection logged in as ``user``."""
     return (Call(17, 1, {"mechanism": "PLAIN"}),
             Call(36, 2, {"auth_bytes": b"\0" + user.encode() + b"\0" + password.encode()}))
+
+
+SCRAM_SALT, SCRAM_ITERATIONS = b"differential-salt", 4096
+
+
+def scram_user(user: str, password: str) -> Call:
+    """AlterUserScramCredentials as admin: ``user`` gets a SCRAM-SHA-256 credential for ``password``."""
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), SCRAM_SALT, SCRAM_ITERATIONS)
+    return Call(51, 0, {"deletions": [], "upsertions": [{
+        "name": user, "mechanism": 1, "iterations": SCRAM_ITERATIONS, "salt": SCRAM_SALT,
+        "salted_password": salted}]}, to="admin", until=lambda r: all(x["error_code"] == 0 for x in r["results"]))
+
+
+def _wrong_proof(server_first_hex: str) -> bytes:
+    """A client-final message with the server's nonce and a proof no password gives."""
+    fields = dict(part.split("=", 1) for part in bytes.fromhex(server_first_hex).decode().split(","))
+    return f"c=biws,r={fields['r']},p={base64.b64encode(bytes(32)).decode()}".encode()
 
 
 def acl(resource_type: int, name: str, operation: int, *, permission: int = _ALLOW, pattern: int = _LITERAL,
@@ -105,6 +124,11 @@ SCENARIOS = [
              setup=(Call(17, 1, {"mechanism": "PLAIN"}),)),
     Scenario("secured.sasl-authenticate.v2.scram-unknown-user", Call(36, 2, {"auth_bytes": b"n,,n=nobody,r=abc"}),
              setup=(Call(17, 1, {"mechanism": "SCRAM-SHA-256"}),)),
+    Scenario("secured.sasl-authenticate.v2.scram-wrong-password", Call(36, 2, {
+        "auth_bytes": Derived("server_first", _wrong_proof)}), setup=(
+        Call(17, 1, {"mechanism": "SCRAM-SHA-256"}),
+        Call(36, 2, {"auth_bytes": b"n,,n=alice,r=differential"}, capture={"server_first": "auth_bytes"},
+             until=lambda r: r["error_code"] == 0))),
     Scenario("secured.sasl-authenticate.v2.scram-malformed", Call(36, 2, {"auth_bytes": b"not scram"}),
              setup=(Call(17, 1, {"mechanism": "SCRAM-SHA-256"}),)),
     # topics: no ACL, then the ACL that allows

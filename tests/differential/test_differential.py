@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from differences import DIFFERENCES, render
-from differential_check import check, load_scenarios
+from differential_check import load_scenarios, run_both
 from differential_corpus import Scenario
 from differential_normalise import SelfIds, glob
-from differential_runner import Target, run_scenario
+from differential_runner import Target
 
 from odradek.broker.api_registry import load_apis
 
@@ -32,9 +32,7 @@ _KAFKA_FIXTURES = {"3.9": "kafka_target", "4": "kafka4_target"}
 def test_scenario(scenario: Scenario, request: pytest.FixtureRequest,
                   odradek_target: tuple[Target, SelfIds]) -> None:
     # the 4.x broker starts only when a scenario needs it
-    kafka, kafka_ids = request.getfixturevalue(_KAFKA_FIXTURES[scenario.against])
-    odradek, odradek_ids = odradek_target
-    check(scenario.name, run_scenario(kafka, scenario), kafka_ids, run_scenario(odradek, scenario), odradek_ids)
+    run_both(scenario, request.getfixturevalue(_KAFKA_FIXTURES[scenario.against]), odradek_target)
 
 
 def test_scenario_names_are_unique() -> None:

@@ -10,17 +10,16 @@ from collections.abc import Iterator
 
 import pytest
 from cluster_scenarios import SCENARIOS, SETTINGS
-from differential_check import check
+from differential_check import Identified, run_both
 from differential_corpus import Act, Scenario
 from differential_normalise import SelfIds
-from differential_runner import Target, run_scenario, settle
+from differential_runner import Target, settle
 
 from odradek.apache_kafka import KAFKA_3, KafkaCluster
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.testing import ThreadedCluster
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
-Identified = tuple[Target, SelfIds]
 
 
 class _KafkaActor:
@@ -85,5 +84,4 @@ def odradek_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Identi
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_cluster_scenario(scenario: Scenario, kafka_cluster: Identified, odradek_cluster: Identified) -> None:
-    (kafka, kafka_ids), (odradek, odradek_ids) = kafka_cluster, odradek_cluster
-    check(scenario.name, run_scenario(kafka, scenario), kafka_ids, run_scenario(odradek, scenario), odradek_ids)
+    run_both(scenario, kafka_cluster, odradek_cluster)

@@ -9,15 +9,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from differential_check import check
+from differential_check import Identified, run_both
 from differential_corpus import Scenario
 from differential_normalise import SelfIds
 from differential_runner import Target, run_scenario
-from secured_scenarios import SCENARIOS, TEARDOWN, plain_login
+from secured_scenarios import SCENARIOS, TEARDOWN, plain_login, scram_user
 
-from brokers import BrokerProcess
+from brokers import BrokerProcess, wait_for
 from odradek.apache_kafka import KAFKA_3, KafkaCluster
+from odradek.client import KafkaConnection
 from odradek.coordination.localzk import LocalZooKeeper
+from odradek.security.client_config import client_security
 
 _JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
          'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
@@ -36,11 +38,25 @@ SETTINGS = {
 """Both brokers alike (the listener's port aside)."""
 
 LOGINS = {"admin": plain_login("admin", "admin-secret"), "alice": plain_login("alice", "alice-secret")}
-Identified = tuple[Target, SelfIds]
+
+
+_ALICE_SCRAM = client_security({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+                                 "sasl.username": "alice", "sasl.password": "alice-secret"})
+
+
+def _scram_login(bootstrap: str) -> bool:
+    try:
+        KafkaConnection(bootstrap, security=_ALICE_SCRAM, timeout=10).close()
+    except ConnectionError:  # AuthenticationFailed before the credential reaches the broker's cache
+        return False
+    return True
 
 
 def _identified(name: str, bootstrap: str) -> Identified:
+    """The broker, with alice's SCRAM credential made and usable (Kafka applies it from a ZooKeeper notification)."""
     target = Target.of(name, bootstrap, logins=LOGINS, teardown=TEARDOWN, admin="admin")
+    run_scenario(target, Scenario("scram-user", scram_user("alice", "alice-secret")))
+    wait_for(lambda: _scram_login(bootstrap), 60, 0.2, what=f"alice's SCRAM login on {name}")
     return target, SelfIds(target.node_id, target.host, target.port)
 
 
@@ -71,5 +87,4 @@ def odradek_secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Identi
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_secured_scenario(scenario: Scenario, kafka_secured: Identified, odradek_secured: Identified) -> None:
-    (kafka, kafka_ids), (odradek, odradek_ids) = kafka_secured, odradek_secured
-    check(scenario.name, run_scenario(kafka, scenario), kafka_ids, run_scenario(odradek, scenario), odradek_ids)
+    run_both(scenario, kafka_secured, odradek_secured)
