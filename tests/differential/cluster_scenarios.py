@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from differential_corpus import Act, Batch, Call, Scenario, Topic, produce
+from differential_corpus import Act, Batch, Call, Ref, Scenario, Topic, init_producer, produce
 
 SETTINGS = {"auto.leader.rebalance.enable": "false", "group.initial.rebalance.delay.ms": "0"}
 """Both clusters: no automatic preferred-leader elections (a scenario elects when it means to)."""
 
 _BROKERS = (1, 2, 3)
+_ZERO_ID = "00000000-0000-0000-0000-000000000000"
 
 
 def _partitions(r: Any) -> dict[int, dict[str, Any]]:
@@ -105,6 +106,32 @@ SCENARIOS = [
     Scenario("cluster.list-offsets.v7.from-follower", Call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": "{topic}", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]},
         to=2), topics=(Topic(replicas=((1, 2),)),)),
+    # controller-only requests sent elsewhere (ZooKeeper-mode Kafka answers NOT_CONTROLLER; clients then retry)
+    Scenario("cluster.create-topics.v7.not-controller", Call(19, 7, _create([[1, 2]]).body, to="not-controller")),
+    Scenario("cluster.delete-topics.v6.not-controller", Call(20, 6, {
+        "topics": [{"name": "{topic}", "topic_id": _ZERO_ID}], "timeout_ms": 30000}, to="not-controller"),
+        topics=(Topic(replicas=((1, 2),)),)),
+    Scenario("cluster.create-partitions.v3.not-controller", Call(37, 3, {"topics": [
+        {"name": "{topic}", "count": 2, "assignments": None}], "timeout_ms": 30000, "validate_only": False},
+        to="not-controller"), topics=(Topic(replicas=((1, 2),)),)),
+    Scenario("cluster.elect-leaders.v2.not-controller", Call(43, 2, {"election_type": 0, "topic_partitions": [
+        {"topic": "{topic}", "partitions": [0]}], "timeout": 30000}, to="not-controller"),
+        topics=(Topic(replicas=((1, 2),)),)),
+    Scenario("cluster.alter-partition-reassignments.v0.not-controller", Call(45, 0, _reassign([2, 1]).body,
+                                                                             to="not-controller"),
+             topics=(Topic(replicas=((1, 2),)),)),
+    Scenario("cluster.list-partition-reassignments.v0.not-controller", Call(46, 0, {"timeout": 30000, "topics": None},
+                                                                            to="not-controller")),
+    # partition requests to a follower
+    Scenario("cluster.offset-for-leader-epoch.v4.from-follower", Call(23, 4, {"replica_id": -1, "topics": [
+        {"topic": "{topic}", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+        to=2), topics=(Topic(replicas=((1, 2),)),)),
+    Scenario("cluster.describe-producers.v0.from-follower", Call(61, 0, {"topics": [
+        {"name": "{topic}", "partition_indexes": [0]}]}, to=2), topics=(Topic(replicas=((1, 2),)),)),
+    Scenario("cluster.describe-producers.v0.follower-after-idempotent-produce", Call(61, 0, {"topics": [
+        {"name": "{topic}", "partition_indexes": [0]}]}, to=2), topics=(Topic(replicas=((1, 2),)),), setup=(
+        init_producer(), produce(Batch(producer_id=Ref("pid"), producer_epoch=Ref("epoch"), base_sequence=0)))),
+    Scenario("cluster.metadata.v12.from-another-broker", Call(3, 12, _metadata().body, to=3), topics=_SPREAD),
     Scenario("cluster.describe-log-dirs.v4.one-broker-view", Call(35, 4, {"topics": [
         {"topic": "{topic}", "partitions": [0, 1]}]}, to=2), topics=(Topic(replicas=((1, 2), (1, 3))),)),
     Scenario("cluster.create-topics.v7.replica-assignment", _create([[1, 2], [2, 3], [3, 1]])),

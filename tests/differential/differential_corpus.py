@@ -73,7 +73,8 @@ class Call:
     until: Until | None = None
     to: int | str | None = None
     """Where it goes on a cluster: a broker id, ``"controller"`` (the active controller, asked of the first broker
-    with Metadata), or None for the target's own broker."""
+    with Metadata), ``"not-controller"`` (the lowest other id), a login's name on a secured broker, or None for the
+    target's own broker."""
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,9 @@ class _Session:
     def connection(self, to: int | str | None = None) -> BlockingConnection:
         if to == "controller":
             to = self._controller()
+        elif to == "not-controller":
+            controller = self._controller()
+            to = min(node for node in self.target.peers if node != controller)
         conn = self.conns.get(to)
         if conn is None:
             host, port = (self.target.peers[to] if isinstance(to, int) else
