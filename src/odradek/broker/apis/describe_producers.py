@@ -32,8 +32,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for index in topic.partition_indexes:
             try:
-                if topic.name not in readable:
-                    raise KafkaError(ErrorCode.topic_authorization_failed)
+                if topic.name not in readable:  # Kafka's message for the error
+                    raise KafkaError(ErrorCode.topic_authorization_failed,
+                                     authz.REFUSAL_MESSAGE[ErrorCode.topic_authorization_failed])
                 part = ctx.services.replicas.partition(topic.name, index)  # a follower answers too, as in Kafka
             except KafkaError as exc:
                 partitions.append(partition_cls(partition_index=index, error_code=exc.code,

@@ -63,11 +63,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
 
-_REFUSED = {authz.ResourceType.GROUP: "Group authorization failed.",
-            authz.ResourceType.TRANSACTIONAL_ID: "Transactional Id authorization failed."}
-"""Kafka answers a refusal with its error's own message (``Errors.message()``), which clients print."""
-
-
 def _error(code: ErrorCode, message: str | None = None) -> _Answer:
     return code, message, -1, "", -1
 
@@ -93,7 +88,8 @@ async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_An
     resource_type = authz.ResourceType.GROUP if key_type == KEY_TYPE_GROUP else authz.ResourceType.TRANSACTIONAL_ID
     for key in keys:
         if not authz.allowed(ctx, authz.Operation.DESCRIBE, resource_type, key):
-            answers.append(_error(authz.ERROR_OF[resource_type], _REFUSED[resource_type]))
+            refused = authz.ERROR_OF[resource_type]
+            answers.append(_error(refused, authz.REFUSAL_MESSAGE[refused]))
             continue
         leader = services.metadata.leader_for(topic, partition_for(key))
         # the coordinator's address on the listener the client came through, as Kafka answers it
