@@ -152,7 +152,12 @@ DIFFERENCES: tuple[Difference, ...] = (
                  "operation it lacks (same error code)")
       for scenario, path in (("create-acls.v3.no-acl", "results[0].error_message"),
                              ("describe-acls.v3.no-acl", "error_message"),
-                             ("delete-acls.v3.no-acl", "filter_results[0].error_message"))),
+                             ("delete-acls.v3.no-acl", "filter_results[0].error_message"),
+                             ("alter-partition-reassignments.v0.no-acl", "*error_message"),
+                             ("list-partition-reassignments.v0.no-acl", "error_message"))),
+    Difference("secured.describe-user-scram-credentials.v0.no-acl", "<connection>",
+               "Kafka 3.9 closes the connection: building its refusal for a request that lists every user (a null "
+               "list) fails on the null; odradek answers CLUSTER_AUTHORIZATION_FAILED with no results"),
     Difference("secured.create-acls.v3.invalid", "results[*",
                "Kafka's authorizer throws on an ANY operation, a principal without a type or a MATCH pattern, and "
                "the API answers UNKNOWN_SERVER_ERROR with no message; odradek answers INVALID_REQUEST naming what "

@@ -79,6 +79,10 @@ def _member(value: Any, _ids: SelfIds) -> Any:
     return "<uuid>" if isinstance(value, str) and _KAFKA_UUID.match(value) else value
 
 
+def _unordered(value: Any, _ids: SelfIds) -> Any:
+    return sorted(value, key=repr) if isinstance(value, list) else value
+
+
 def _uuid(value: Any, _ids: SelfIds) -> Any:
     return value if value in (_ZERO_UUID, None) else "<uuid>"
 
@@ -106,6 +110,8 @@ RULES: tuple[Rule, ...] = (
     Rule("*log_append_time*", _mask("clock"), "the broker's clock when it appended"),
     Rule("*start_time*", _mask("clock"), "a broker clock (transaction and producer start times)"),
     Rule("*log_dir", _mask("dir"), "each broker's own log directory"),
+    Rule("*acls", _unordered, "the ACLs of one resource or one filter come from a set: their order is not part of "
+         "the answer (Kafka's varies from run to run)"),
     Rule("*usable_bytes", _mask("bytes"), "free disk space, which moves with every write on the machine"),
     Rule("*total_bytes", _mask("bytes"), "the size of the disk each broker's directory is on"),
 )

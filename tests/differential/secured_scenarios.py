@@ -112,6 +112,67 @@ _IDS_READY = Call(22, 4, {"transactional_id": None, "transaction_timeout": 60000
 """An idempotent producer id handed to admin: Kafka 3.9 fetches its first block of ids from the controller on the
 first request (COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
 
+_PARTITION = [{"name": "{topic}", "partition_indexes": [0]}]
+_COMMIT = {"group_id": "{group}", "generation_id_or_member_epoch": -1, "member_id": "", "retention_time_ms": -1,
+           "topics": [{"name": "{topic}", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                          "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+_BROKER = 4
+"""ConfigResource.Type.BROKER (its TOPIC is 2, as the ACL resource type is)."""
+_TXN = {"transactional_id": "{txn}", "producer_id": 1, "producer_epoch": 0}
+_REFUSED: list[tuple[str, int, int, dict[str, Any]]] = [
+    ("offset-commit.v9", 8, 9, _COMMIT),
+    ("sync-group.v5", 14, 5, {"group_id": "{group}", "generation_id": 1, "member_id": "nobody",
+                              "protocol_type": "consumer", "protocol_name": "range", "assignments": []}),
+    ("heartbeat.v4", 12, 4, {"group_id": "{group}", "generation_id": 1, "member_id": "nobody"}),
+    ("leave-group.v4", 13, 4, {"group_id": "{group}", "members": [{"member_id": "nobody",
+                                                                   "group_instance_id": None}]}),
+    ("list-groups.v4", 16, 4, {"states_filter": []}),
+    ("delete-groups.v2", 42, 2, {"groups_names": ["{group}"]}),
+    ("offset-delete.v0", 47, 0, {"group_id": "{group}", "topics": [{"name": "{topic}",
+                                                                    "partitions": [{"partition_index": 0}]}]}),
+    ("describe-configs.v4.topic", 32, 4, {"resources": [{"resource_type": TOPIC, "resource_name": "{topic}",
+                                                         "configuration_keys": None}]}),
+    ("describe-configs.v4.broker", 32, 4, {"resources": [{"resource_type": _BROKER, "resource_name": "{broker}",
+                                                          "configuration_keys": ["log.retention.ms"]}]}),
+    ("alter-configs.v2", 33, 2, {"resources": [{"resource_type": TOPIC, "resource_name": "{topic}", "configs": [
+        {"name": "retention.ms", "value": "1000"}]}], "validate_only": True}),
+    ("incremental-alter-configs.v1", 44, 1, {"resources": [{"resource_type": TOPIC, "resource_name": "{topic}",
+                                                            "configs": [{"name": "retention.ms",
+                                                                         "config_operation": 0, "value": "1000"}]}],
+                                             "validate_only": True}),
+    ("create-partitions.v3", 37, 3, {"topics": [{"name": "{topic}", "count": 2, "assignments": None}],
+                                     "timeout_ms": 30000, "validate_only": True}),
+    ("delete-records.v2", 21, 2, {"topics": [{"name": "{topic}", "partitions": [{"partition_index": 0,
+                                                                                 "offset": 0}]}],
+                                  "timeout_ms": 10000}),
+    ("offset-for-leader-epoch.v4", 23, 4, {"replica_id": -1, "topics": [{"topic": "{topic}", "partitions": [
+        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}),
+    ("add-partitions-to-txn.v3", 24, 3, {"v3_and_below_transactional_id": "{txn}", "v3_and_below_producer_id": 1,
+                                         "v3_and_below_producer_epoch": 0,
+                                         "v3_and_below_topics": [{"name": "{topic}", "partitions": [0]}]}),
+    ("add-offsets-to-txn.v3", 25, 3, {**_TXN, "group_id": "{group}"}),
+    ("end-txn.v3", 26, 3, {**_TXN, "committed": True}),
+    ("txn-offset-commit.v3", 28, 3, {**_TXN, "group_id": "{group}", "generation_id": -1, "member_id": "",
+                                     "group_instance_id": None, "topics": [{"name": "{topic}", "partitions": [
+                                         {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                                          "committed_metadata": ""}]}]}),
+    ("describe-producers.v0", 61, 0, {"topics": _PARTITION}),
+    ("describe-transactions.v0", 65, 0, {"transactional_ids": ["{txn}"]}),
+    ("list-transactions.v0", 66, 0, {"state_filters": [], "producer_id_filters": []}),
+    ("alter-partition-reassignments.v0", 45, 0, {"timeout": 10000, "topics": [
+        {"name": "{topic}", "partitions": [{"partition_index": 0, "replicas": None}]}]}),
+    ("list-partition-reassignments.v0", 46, 0, {"timeout": 10000, "topics": None}),
+    ("describe-user-scram-credentials.v0", 50, 0, {"users": None}),
+    ("describe-user-scram-credentials.v0.named", 50, 0, {"users": [{"name": "alice"}, {"name": "bob"}]}),
+    ("alter-user-scram-credentials.v0", 51, 0, {"deletions": [{"name": "bob", "mechanism": 1}], "upsertions": []}),
+    ("describe-client-quotas.v1", 48, 1, {"components": [], "strict": False}),
+    ("alter-client-quotas.v1", 49, 1, {"entries": [{"entity": [{"entity_type": "client-id",
+                                                                "entity_name": "{group}"}],
+                                                    "ops": [{"key": "producer_byte_rate", "value": 1024.0,
+                                                             "remove": False}]}], "validate_only": True}),
+]
+"""Requests alice makes with no ACL at all (each API's own refusal: per resource, per partition, or at the top)."""
+
 SCENARIOS = [
     # before logging in: only ApiVersions and the SASL APIs are answered
     Scenario("secured.metadata.v12.before-login", Call(3, 12, {"topics": None})),
@@ -190,6 +251,15 @@ SCENARIOS = [
              topics=_T, setup=(_IDS_READY, grant(acl(TOPIC, "{topic}", WRITE)))),
     Scenario("secured.init-producer-id.v4.idempotent-write-on-cluster", _INIT_IDEMPOTENT,
              setup=(_IDS_READY, grant(acl(CLUSTER, "kafka-cluster", IDEMPOTENT_WRITE)))),
+    # every other API a client may be refused, with no ACL
+    *(Scenario(f"secured.{name}.no-acl", Call(key, version, body, to="alice"), topics=_T, setup=(_GROUP_READY,))
+      for name, key, version, body in _REFUSED),
+    Scenario("secured.offset-commit.v9.group-read-only", Call(8, 9, _COMMIT, to="alice"), topics=_T,
+             setup=(_GROUP_READY, grant(acl(GROUP, "{group}", READ)))),
+    Scenario("secured.metadata.v10.cluster-operations", Call(3, 10, {
+        "topics": [], "allow_auto_topic_creation": False, "include_cluster_authorized_operations": True,
+        "include_topic_authorized_operations": False}, to="alice"),
+        setup=(grant(acl(CLUSTER, "kafka-cluster", DESCRIBE), acl(CLUSTER, "kafka-cluster", CREATE)),)),
     # the ACL APIs' filters, as admin
     Scenario("secured.create-acls.v3.literal-prefixed-and-deny", Call(30, 3, {"creations": [
         acl(TOPIC, "{topic}", READ), acl(TOPIC, "{topic}", WRITE, permission=_DENY),
