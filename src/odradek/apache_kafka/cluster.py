@@ -21,7 +21,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from odradek.apache_kafka import jvm
@@ -140,7 +140,8 @@ class KafkaBroker:
 
 
 class KafkaCluster:
-    """``brokers`` Apache Kafka ``version`` brokers under ``base_dir``; a context manager (``with ... .start()``)."""
+    """``brokers`` Apache Kafka ``version`` brokers under ``base_dir``; a context manager (``with ... .start()``).
+    ``racks``, one per broker in id order, sets each one's ``broker.rack``."""
 
     def __init__(
         self,
@@ -150,12 +151,16 @@ class KafkaCluster:
         brokers: int = 1,
         zookeeper: str | None = None,
         overrides: Mapping[str, object] | None = None,
+        racks: Sequence[str] | None = None,
         heap_mb: int = 512,
         quick_start: bool = True,
         start_deadline_s: float = 180.0,
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if racks and len(racks) != brokers:
+            raise ValueError(f"give one rack per broker ({brokers}), not {len(racks)}")
+        self.racks = list(racks or [])
         self.base_dir = Path(base_dir)
         self.version = version
         self.kraft = _kraft(version)
@@ -216,6 +221,8 @@ class KafkaCluster:
                 "zookeeper.connect": self.zookeeper_connect,
                 "zookeeper.connection.timeout.ms": 18000,
             }
+        if self.racks:
+            config["broker.rack"] = self.racks[self.brokers.index(broker)]
         return config | self.overrides
 
     def _format(self, broker: KafkaBroker) -> None:

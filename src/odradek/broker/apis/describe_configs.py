@@ -44,8 +44,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         keys = set(res.configuration_keys) if res.configuration_keys else None
         try:
             refusal = authz.config_refusal(ctx, authz.Operation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
-            if refusal is not None:
-                raise refusal
+            if refusal is not None:  # answered with Kafka's message for the error
+                raise KafkaError(refusal.code, authz.REFUSAL_MESSAGE[refusal.code])
             if res.resource_type == TOPIC:
                 record = await services.topics.topic_record(res.resource_name)
                 if record is None:

@@ -169,13 +169,13 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     p.remove_visible_waiter(woken)
         if parked is not None and parked.answer_now:
             break
+    # Kafka's FetchResponse.partitionResponse(partition, error): an empty aborted list, whatever the isolation
     for name, topic_id, partitions in refused:
-        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed))
-                                        for p in partitions]))
+        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed),
+                                                             aborted_transactions=[]) for p in partitions]))
     for topic_id, partitions in unknown_ids:
-        topics.append(
-            ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
-        )
+        topics.append(("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id),
+                                                           aborted_transactions=[]) for p in partitions]))
     session_id = INVALID_SESSION_ID if session is None else session.id
     sized: list[Any] | None = None
     if replica_id < 0 and quota_limited:
