@@ -1,0 +1,157 @@
+"""Kafka Streams 4.x with exactly_once_v2 on a three-broker odradek cluster, two instances in separate JVMs.
+
+The word count (``java/WordCountApp.java``) keeps a key-value store and a window store, both with changelogs, behind
+a repartition topic. Input arrives in three parts: after the first, the leader of the repartition topic's first
+partition is killed; after the third is produced, one instance is killed with SIGKILL mid-processing. Read under
+read_committed, the last count per word and per window must then be the expected one, each key's counts strictly
+increasing (nothing counted twice, no committed update repeated). Then ``kafka-streams-application-reset`` resets
+the application (input offsets to the beginning, internal topics deleted) and a rerun counts the same again.
+The internal topics must carry the configs Streams asks for, read back through DescribeConfigs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from streams_app import WINDOW_MS, CommittedOutput, Instance, expected_counts, input_lines, produce
+
+from brokers import wait_for
+from kafka_clients import opened
+from odradek.apache_kafka import KAFKA_4, java_command
+from odradek.testing import ThreadedCluster
+
+APP = "wordcount"
+INPUT, OUTPUT, PARTITIONS = "lines", "word-counts-out", 3
+REPARTITION = f"{APP}-words-repartition"
+COUNTS_CHANGELOG = f"{APP}-word-counts-changelog"
+WINDOWED_CHANGELOG = f"{APP}-windowed-counts-changelog"
+LINES_PER_PART = 120
+RUN_TIMEOUT_S = 120.0
+
+
+def _leader(admin: AdminClient, topic: str, partition: int) -> int:
+    meta = admin.list_topics(topic, timeout=30).topics[topic]
+    return -1 if meta.error is not None else meta.partitions[partition].leader
+
+
+def _committed(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """The application group's committed offsets on ``topic`` (asked with require_stable, as read_committed does)."""
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": APP, "isolation.level": "read_committed"}))
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-ends"}))
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def _topic_configs(admin: AdminClient, topic: str) -> dict[str, str]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([resource])[resource].result(30)
+    return {name: entry.value for name, entry in entries.items()}
+
+
+def _reset(bootstrap: str, lib: Path) -> str:
+    """``kafka-streams-application-reset`` (its script runs ``org.apache.kafka.tools.StreamsResetter``)."""
+    command = java_command(KAFKA_4, "org.apache.kafka.tools.StreamsResetter", "--bootstrap-server", bootstrap,
+                           "--application-id", APP, "--input-topics", INPUT, lib=lib)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, f"StreamsResetter exited {result.returncode}:\n{result.stdout}{result.stderr}"
+    return result.stdout
+
+
+def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
+    streams_cluster: ThreadedCluster, streams_classes: Path, streams_lib: Path, tmp_path: Path
+) -> None:
+    cluster = streams_cluster
+    bootstrap = cluster.bootstrap_servers
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
+    topics = [NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+              for t in (INPUT, OUTPUT, f"{OUTPUT}-windowed")]
+    for future in admin.create_topics(topics).values():
+        future.result(30)
+
+    base_ms = (int(time.time() * 1000) // WINDOW_MS - 10) * WINDOW_MS
+    parts = [input_lines(seed, LINES_PER_PART, base_ms) for seed in (1, 2, 3)]
+    totals, windowed = expected_counts(line for part in parts for line in part)
+
+    def instance(name: str, *extra: str) -> Instance:
+        args = [bootstrap, APP, INPUT, OUTPUT, str(tmp_path / f"state-{name}"), *extra]
+        return Instance(name, streams_classes, streams_lib, args, tmp_path)
+
+    def input_committed(upto: dict[int, int]) -> None:
+        wait_for(lambda: _committed(bootstrap, INPUT, PARTITIONS) == upto, RUN_TIMEOUT_S, interval=0.5,
+                 what=f"the application to commit the input up to {upto}")
+
+    produce(bootstrap, INPUT, parts[0])
+    first, second = instance("a"), instance("b")
+    try:
+        first.wait_running(RUN_TIMEOUT_S)
+        second.wait_running(RUN_TIMEOUT_S)
+        input_committed(_ends(bootstrap, INPUT, PARTITIONS))
+
+        # the internal topics as Streams asked for them (RepartitionTopicConfig, the changelog configs)
+        repartition = _topic_configs(admin, REPARTITION)
+        assert (repartition["cleanup.policy"], repartition["segment.bytes"], repartition["retention.ms"],
+                repartition["message.timestamp.type"]) == ("delete", "52428800", "-1", "CreateTime")
+        counts = _topic_configs(admin, COUNTS_CHANGELOG)
+        assert (counts["cleanup.policy"], counts["message.timestamp.type"]) == ("compact", "CreateTime")
+        windows = _topic_configs(admin, WINDOWED_CHANGELOG)
+        # the window store keeps size + grace (1 min + 1 day); its changelog one more day
+        # (windowstore.changelog.additional.retention.ms)
+        assert (windows["cleanup.policy"], windows["retention.ms"]) == ("compact,delete", str(60_000 + 2 * 86_400_000))
+
+        victim = _leader(admin, REPARTITION, 0)
+        cluster.kill(victim)
+        produce(bootstrap, INPUT, parts[1])
+        input_committed(_ends(bootstrap, INPUT, PARTITIONS))
+
+        produce(bootstrap, INPUT, parts[2])
+        second.kill()  # mid-processing: its open transaction is aborted when it times out
+        input_committed(_ends(bootstrap, INPUT, PARTITIONS))
+        CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, RUN_TIMEOUT_S)
+        CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS).wait_for_exactly(windowed, RUN_TIMEOUT_S)
+
+        cluster.start_broker(victim)  # the rerun creates its internal topics with replication factor 3 again
+        first.stop()
+    finally:
+        for running in (first, second):
+            if running.proc.poll() is None:
+                running.kill()
+
+    output_ends = _ends(bootstrap, OUTPUT, PARTITIONS)
+    windowed_ends = _ends(bootstrap, f"{OUTPUT}-windowed", PARTITIONS)
+    # Streams closes without leaving the group (its consumers do not send LeaveGroup): the reset tool refuses an
+    # active group, so wait, as a user would, for the member's session to expire
+    wait_for(lambda: not admin.describe_consumer_groups([APP])[APP].result(30).members, 60, interval=0.5,
+             what="the closed instance to leave the group")
+    printed = _reset(bootstrap, streams_lib)
+    assert "Done." in printed, printed
+    internal = {REPARTITION, COUNTS_CHANGELOG, WINDOWED_CHANGELOG}
+    wait_for(lambda: not internal & set(admin.list_topics(timeout=30).topics), 60, interval=0.5,
+             what="the reset to delete the internal topics")
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(APP)])[APP].result(30)
+    assert {(tp.topic, tp.offset) for tp in offsets.topic_partitions} == {(INPUT, 0)}
+
+    rerun = instance("a", "cleanup")
+    try:
+        rerun.wait_running(RUN_TIMEOUT_S)
+        CommittedOutput(bootstrap, OUTPUT, PARTITIONS, output_ends).wait_for_exactly(totals, RUN_TIMEOUT_S)
+        CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS, windowed_ends).wait_for_exactly(
+            windowed, RUN_TIMEOUT_S)
+        rerun.stop()
+    finally:
+        if rerun.proc.poll() is None:
+            rerun.kill()
+    assert not (first.exceptions + second.exceptions + rerun.exceptions), "uncaught exceptions in the application"
