@@ -4,7 +4,8 @@ The word count (``java/WordCountApp.java``) keeps a key-value store and a window
 a repartition topic. Input arrives in three parts: after the first, the leader of the repartition topic's first
 partition is killed; after the third is produced, one instance is killed with SIGKILL mid-processing. Read under
 read_committed, the last count per word and per window must then be the expected one, each key's counts strictly
-increasing (nothing counted twice, no committed update repeated). Then ``kafka-streams-application-reset`` resets
+increasing (nothing counted twice, no committed update repeated), and Streams must have purged the repartition
+topic it consumed (DeleteRecords). Then ``kafka-streams-application-reset`` resets
 the application (input offsets to the beginning, internal topics deleted) and a rerun counts the same again.
 The internal topics must carry the configs Streams asks for, read back through DescribeConfigs.
 """
@@ -30,6 +31,7 @@ REPARTITION = f"{APP}-words-repartition"
 COUNTS_CHANGELOG = f"{APP}-word-counts-changelog"
 WINDOWED_CHANGELOG = f"{APP}-windowed-counts-changelog"
 LINES_PER_PART = 120
+PURGE_EVERY_SECOND = "repartition.purge.interval.ms=1000"
 RUN_TIMEOUT_S = 120.0
 
 
@@ -48,12 +50,21 @@ def _committed(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
-def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-ends"}))
+def _watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """(log start offset, high watermark) per partition."""
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"}))
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(partitions)}
     finally:
         consumer.close()
+
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    return {p: high for p, (_low, high) in _watermarks(bootstrap, topic, partitions).items()}
+
+
+def _starts(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    return {p: low for p, (low, _high) in _watermarks(bootstrap, topic, partitions).items()}
 
 
 def _topic_configs(admin: AdminClient, topic: str) -> dict[str, str]:
@@ -86,8 +97,8 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
     parts = [input_lines(seed, LINES_PER_PART, base_ms) for seed in (1, 2, 3)]
     totals, windowed = expected_counts(line for part in parts for line in part)
 
-    def instance(name: str, *extra: str) -> Instance:
-        args = [bootstrap, APP, INPUT, OUTPUT, str(tmp_path / f"state-{name}"), *extra]
+    def instance(name: str, state: str, *extra: str) -> Instance:
+        args = [bootstrap, APP, INPUT, OUTPUT, str(tmp_path / f"state-{state}"), *extra]
         return Instance(name, streams_classes, streams_lib, args, tmp_path)
 
     def input_committed(upto: dict[int, int]) -> None:
@@ -95,7 +106,8 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
                  what=f"the application to commit the input up to {upto}")
 
     produce(bootstrap, INPUT, parts[0])
-    first, second = instance("a"), instance("b")
+    # repartition records consumed and committed are deleted (DeleteRecords) every second, not every 30 s
+    first, second = instance("a", "a", PURGE_EVERY_SECOND), instance("b", "b", PURGE_EVERY_SECOND)
     try:
         first.wait_running(RUN_TIMEOUT_S)
         second.wait_running(RUN_TIMEOUT_S)
@@ -122,6 +134,8 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
         input_committed(_ends(bootstrap, INPUT, PARTITIONS))
         CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, RUN_TIMEOUT_S)
         CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS).wait_for_exactly(windowed, RUN_TIMEOUT_S)
+        wait_for(lambda: all(start > 0 for start in _starts(bootstrap, REPARTITION, PARTITIONS).values()),
+                 RUN_TIMEOUT_S, interval=0.5, what="Streams to purge the repartition topic (DeleteRecords)")
 
         cluster.start_broker(victim)  # the rerun creates its internal topics with replication factor 3 again
         first.stop()
@@ -144,7 +158,7 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(APP)])[APP].result(30)
     assert {(tp.topic, tp.offset) for tp in offsets.topic_partitions} == {(INPUT, 0)}
 
-    rerun = instance("a", "cleanup")
+    rerun = instance("a-rerun", "a", "cleanup")
     try:
         rerun.wait_running(RUN_TIMEOUT_S)
         CommittedOutput(bootstrap, OUTPUT, PARTITIONS, output_ends).wait_for_exactly(totals, RUN_TIMEOUT_S)

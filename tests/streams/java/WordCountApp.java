@@ -23,15 +23,16 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * windows ("windowed-counts", a window store with its changelog). Totals go to {@code <output>}, window counts to
  * {@code <output>-windowed} keyed {@code word@windowStartMs}, both with long values.
  *
- * <p>Arguments: bootstrap, application id, input topic, output topic, state directory, and optionally
- * {@code cleanup} (wipe this instance's local state first, as after kafka-streams-application-reset). It prints one
+ * <p>Arguments: bootstrap, application id, input topic, output topic, state directory, then any of {@code cleanup}
+ * (wipe this instance's local state first, as after kafka-streams-application-reset) and {@code name=value} (a
+ * Streams setting, over the ones set here). It prints one
  * JSON line per state change ({@code {"state":"RUNNING"}}) and per uncaught exception, and closes on SIGTERM
  * (printing its state once closed).
  */
 public final class WordCountApp {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], appId = args[1], input = args[2], output = args[3], stateDir = args[4];
-        boolean cleanup = args.length > 5 && args[5].equals("cleanup");
+        boolean cleanup = false;
 
         Properties props = new Properties();
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -45,6 +46,14 @@ public final class WordCountApp {
         // a killed instance's tasks move to the other one after this long, not after the default 45 s
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+        for (String extra : Arrays.copyOfRange(args, 5, args.length)) {
+            if (extra.equals("cleanup")) {
+                cleanup = true;
+            } else {
+                String[] setting = extra.split("=", 2);
+                props.put(setting[0], setting[1]);
+            }
+        }
 
         StreamsBuilder builder = new StreamsBuilder();
         KGroupedStream<String, String> words = builder.<String, String>stream(input)
