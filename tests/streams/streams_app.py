@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import wait_for
 from kafka_clients import opened
@@ -36,12 +37,64 @@ WINDOW_MS = 60_000
 """WordCountApp's tumbling window."""
 
 
-class Instance:
-    """One application instance (a JVM); ``kill`` is SIGKILL, ``stop`` is SIGTERM (Streams closes cleanly)."""
+APP = "wordcount"
+"""The application id: its group, its transactional ids' prefix and its internal topics' prefix."""
+INPUT, OUTPUT, PARTITIONS = "lines", "word-counts-out", 3
+REPARTITION = f"{APP}-words-repartition"
+COUNTS_CHANGELOG = f"{APP}-word-counts-changelog"
+WINDOWED_CHANGELOG = f"{APP}-windowed-counts-changelog"
 
-    def __init__(self, name: str, classes: Path, lib: Path, args: list[str], log_dir: Path) -> None:
+
+def leader(admin: AdminClient, topic: str, partition: int) -> int:
+    meta = admin.list_topics(topic, timeout=30).topics[topic]
+    return -1 if meta.error is not None else meta.partitions[partition].leader
+
+
+def committed(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, int]:
+    """The application group's committed offsets on ``topic`` (asked with require_stable, as read_committed does)."""
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": APP, "isolation.level": "read_committed"}))
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def watermarks(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, tuple[int, int]]:
+    """(log start offset, high watermark) per partition."""
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"}))
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def ends(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, int]:
+    return {p: high for p, (_low, high) in watermarks(bootstrap, topic, partitions).items()}
+
+
+def starts(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, int]:
+    return {p: low for p, (low, _high) in watermarks(bootstrap, topic, partitions).items()}
+
+
+def create_topics(admin: AdminClient) -> None:
+    """The input and both outputs: RF 3 with min.insync.replicas=2, so one broker may die."""
+    topics = [NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+              for t in (INPUT, OUTPUT, f"{OUTPUT}-windowed")]
+    for future in admin.create_topics(topics).values():
+        future.result(30)
+
+
+class Instance:
+    """One application instance (a JVM) with ``work_dir/state-<state>`` as its state directory and
+    ``work_dir/<name>.log`` as its log; ``settings`` are WordCountApp's extra arguments. ``kill`` is SIGKILL,
+    ``stop`` is SIGTERM (Streams closes cleanly)."""
+
+    def __init__(self, name: str, state: str, bootstrap: str, classes: Path, lib: Path, work_dir: Path,
+                 *settings: str) -> None:
         self.name = name
-        self.log_path = log_dir / f"{name}.log"
+        self.log_path = work_dir / f"{name}.log"
+        args = [bootstrap, APP, INPUT, OUTPUT, str(work_dir / f"state-{state}"), *settings]
         self.states: list[str] = []
         self.exceptions: list[str] = []
         self._changed = threading.Condition()

@@ -16,55 +16,37 @@ import subprocess
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from streams_app import WINDOW_MS, CommittedOutput, Instance, expected_counts, input_lines, produce
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import AdminClient, ConfigResource
+from streams_app import (
+    APP,
+    COUNTS_CHANGELOG,
+    INPUT,
+    OUTPUT,
+    PARTITIONS,
+    REPARTITION,
+    WINDOW_MS,
+    WINDOWED_CHANGELOG,
+    CommittedOutput,
+    Instance,
+    committed,
+    create_topics,
+    ends,
+    expected_counts,
+    input_lines,
+    leader,
+    produce,
+    starts,
+)
 
 from brokers import wait_for
 from kafka_clients import opened
 from odradek.apache_kafka import KAFKA_4, java_command
 from odradek.testing import ThreadedCluster
 
-APP = "wordcount"
-INPUT, OUTPUT, PARTITIONS = "lines", "word-counts-out", 3
-REPARTITION = f"{APP}-words-repartition"
-COUNTS_CHANGELOG = f"{APP}-word-counts-changelog"
-WINDOWED_CHANGELOG = f"{APP}-windowed-counts-changelog"
 LINES_PER_PART = 120
 PURGE_EVERY_SECOND = "repartition.purge.interval.ms=1000"
 RUN_TIMEOUT_S = 120.0
-
-
-def _leader(admin: AdminClient, topic: str, partition: int) -> int:
-    meta = admin.list_topics(topic, timeout=30).topics[topic]
-    return -1 if meta.error is not None else meta.partitions[partition].leader
-
-
-def _committed(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    """The application group's committed offsets on ``topic`` (asked with require_stable, as read_committed does)."""
-    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": APP, "isolation.level": "read_committed"}))
-    try:
-        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-        return {tp.partition: tp.offset for tp in found}
-    finally:
-        consumer.close()
-
-
-def _watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    """(log start offset, high watermark) per partition."""
-    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"}))
-    try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(partitions)}
-    finally:
-        consumer.close()
-
-
-def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    return {p: high for p, (_low, high) in _watermarks(bootstrap, topic, partitions).items()}
-
-
-def _starts(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    return {p: low for p, (low, _high) in _watermarks(bootstrap, topic, partitions).items()}
 
 
 def _topic_configs(admin: AdminClient, topic: str) -> dict[str, str]:
@@ -88,21 +70,17 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
     cluster = streams_cluster
     bootstrap = cluster.bootstrap_servers
     admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
-    topics = [NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-              for t in (INPUT, OUTPUT, f"{OUTPUT}-windowed")]
-    for future in admin.create_topics(topics).values():
-        future.result(30)
+    create_topics(admin)
 
     base_ms = (int(time.time() * 1000) // WINDOW_MS - 10) * WINDOW_MS
     parts = [input_lines(seed, LINES_PER_PART, base_ms) for seed in (1, 2, 3)]
     totals, windowed = expected_counts(line for part in parts for line in part)
 
-    def instance(name: str, state: str, *extra: str) -> Instance:
-        args = [bootstrap, APP, INPUT, OUTPUT, str(tmp_path / f"state-{state}"), *extra]
-        return Instance(name, streams_classes, streams_lib, args, tmp_path)
+    def instance(name: str, state: str, *settings: str) -> Instance:
+        return Instance(name, state, bootstrap, streams_classes, streams_lib, tmp_path, *settings)
 
     def input_committed(upto: dict[int, int]) -> None:
-        wait_for(lambda: _committed(bootstrap, INPUT, PARTITIONS) == upto, RUN_TIMEOUT_S, interval=0.5,
+        wait_for(lambda: committed(bootstrap, INPUT) == upto, RUN_TIMEOUT_S, interval=0.5,
                  what=f"the application to commit the input up to {upto}")
 
     produce(bootstrap, INPUT, parts[0])
@@ -111,7 +89,7 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
     try:
         first.wait_running(RUN_TIMEOUT_S)
         second.wait_running(RUN_TIMEOUT_S)
-        input_committed(_ends(bootstrap, INPUT, PARTITIONS))
+        input_committed(ends(bootstrap, INPUT, PARTITIONS))
 
         # the internal topics as Streams asked for them (RepartitionTopicConfig, the changelog configs)
         repartition = _topic_configs(admin, REPARTITION)
@@ -124,17 +102,17 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
         # (windowstore.changelog.additional.retention.ms)
         assert (windows["cleanup.policy"], windows["retention.ms"]) == ("compact,delete", str(60_000 + 2 * 86_400_000))
 
-        victim = _leader(admin, REPARTITION, 0)
+        victim = leader(admin, REPARTITION, 0)
         cluster.kill(victim)
         produce(bootstrap, INPUT, parts[1])
-        input_committed(_ends(bootstrap, INPUT, PARTITIONS))
+        input_committed(ends(bootstrap, INPUT, PARTITIONS))
 
         produce(bootstrap, INPUT, parts[2])
         second.kill()  # mid-processing: its open transaction is aborted when it times out
-        input_committed(_ends(bootstrap, INPUT, PARTITIONS))
+        input_committed(ends(bootstrap, INPUT, PARTITIONS))
         CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, RUN_TIMEOUT_S)
         CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS).wait_for_exactly(windowed, RUN_TIMEOUT_S)
-        wait_for(lambda: all(start > 0 for start in _starts(bootstrap, REPARTITION, PARTITIONS).values()),
+        wait_for(lambda: all(start > 0 for start in starts(bootstrap, REPARTITION, PARTITIONS).values()),
                  RUN_TIMEOUT_S, interval=0.5, what="Streams to purge the repartition topic (DeleteRecords)")
 
         cluster.start_broker(victim)  # the rerun creates its internal topics with replication factor 3 again
@@ -144,8 +122,8 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
             if running.proc.poll() is None:
                 running.kill()
 
-    output_ends = _ends(bootstrap, OUTPUT, PARTITIONS)
-    windowed_ends = _ends(bootstrap, f"{OUTPUT}-windowed", PARTITIONS)
+    output_ends = ends(bootstrap, OUTPUT, PARTITIONS)
+    windowed_ends = ends(bootstrap, f"{OUTPUT}-windowed", PARTITIONS)
     # Streams closes without leaving the group (its consumers do not send LeaveGroup): the reset tool refuses an
     # active group, so wait, as a user would, for the member's session to expire
     wait_for(lambda: not admin.describe_consumer_groups([APP])[APP].result(30).members, 60, interval=0.5,
