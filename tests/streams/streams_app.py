@@ -19,16 +19,18 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from brokers import wait_for
 from kafka_clients import opened
 from odradek.apache_kafka import KAFKA_4, java_command
+
+T = TypeVar("T")
 
 JAVA_DIR = Path(__file__).parent / "java"
 MAIN_CLASS = "WordCountApp"
@@ -50,23 +52,40 @@ def leader(admin: AdminClient, topic: str, partition: int) -> int:
     return -1 if meta.error is not None else meta.partitions[partition].leader
 
 
+def _asked(group: str, bootstrap: str, ask: Callable[[Consumer], T], timeout: float = 60.0) -> T:
+    """``ask(consumer)`` with a fresh consumer, asked again while librdkafka fails it (a broker just killed: its
+    handle destroyed, the request timed out) until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                    "isolation.level": "read_committed"}))
+        try:
+            return ask(consumer)
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+        finally:
+            consumer.close()
+        time.sleep(0.2)
+
+
 def committed(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, int]:
     """The application group's committed offsets on ``topic`` (asked with require_stable, as read_committed does)."""
-    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": APP, "isolation.level": "read_committed"}))
-    try:
+
+    def ask(consumer: Consumer) -> dict[int, int]:
         found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
         return {tp.partition: tp.offset for tp in found}
-    finally:
-        consumer.close()
+
+    return _asked(APP, bootstrap, ask)
 
 
 def watermarks(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, tuple[int, int]]:
     """(log start offset, high watermark) per partition."""
-    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-watermarks"}))
-    try:
+
+    def ask(consumer: Consumer) -> dict[int, tuple[int, int]]:
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(partitions)}
-    finally:
-        consumer.close()
+
+    return _asked(f"{topic}-watermarks", bootstrap, ask)
 
 
 def ends(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> dict[int, int]:

@@ -1,8 +1,8 @@
 """Kafka Streams 4.x with exactly_once_v2 on a three-broker odradek cluster, two instances in separate JVMs.
 
 The word count (``java/WordCountApp.java``) keeps a key-value store and a window store, both with changelogs, behind
-a repartition topic. Input arrives in three parts: after the first, the leader of the repartition topic's first
-partition is killed; after the third is produced, one instance is killed with SIGKILL mid-processing. Read under
+a repartition topic. Input arrives in three parts: once the second is produced, the leader of the repartition topic's
+first partition is killed; once the third is produced, one instance is killed with SIGKILL mid-processing. Read under
 read_committed, the last count per word and per window must then be the expected one, each key's counts strictly
 increasing (nothing counted twice, no committed update repeated), and Streams must have purged the repartition
 topic it consumed (DeleteRecords). Then ``kafka-streams-application-reset`` resets
@@ -89,7 +89,7 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
     try:
         first.wait_running(RUN_TIMEOUT_S)
         second.wait_running(RUN_TIMEOUT_S)
-        input_committed(ends(bootstrap, INPUT, PARTITIONS))
+        input_committed(ends(bootstrap, INPUT))
 
         # the internal topics as Streams asked for them (RepartitionTopicConfig, the changelog configs)
         repartition = _topic_configs(admin, REPARTITION)
@@ -102,14 +102,16 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
         # (windowstore.changelog.additional.retention.ms)
         assert (windows["cleanup.policy"], windows["retention.ms"]) == ("compact,delete", str(60_000 + 2 * 86_400_000))
 
-        victim = leader(admin, REPARTITION, 0)
-        cluster.kill(victim)
         produce(bootstrap, INPUT, parts[1])
-        input_committed(ends(bootstrap, INPUT, PARTITIONS))
+        upto = ends(bootstrap, INPUT)
+        victim = leader(admin, REPARTITION, 0)
+        cluster.kill(victim)  # mid-processing
+        input_committed(upto)
 
         produce(bootstrap, INPUT, parts[2])
+        upto = ends(bootstrap, INPUT)
         second.kill()  # mid-processing: its open transaction is aborted when it times out
-        input_committed(ends(bootstrap, INPUT, PARTITIONS))
+        input_committed(upto)
         CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, RUN_TIMEOUT_S)
         CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS).wait_for_exactly(windowed, RUN_TIMEOUT_S)
         wait_for(lambda: all(start > 0 for start in starts(bootstrap, REPARTITION, PARTITIONS).values()),
