@@ -8,7 +8,7 @@ At the end the totals and window counts read under read_committed must be exact 
 prints, as Markdown, each round's time from producing its input to the application committing past it, the
 end-to-end rate, and what the cleaner removed from the changelogs.
 
-    .venv/bin/python bench/streams_exactly_once.py [--rounds 6] [--lines 1500]
+    .venv/bin/python bench/streams_exactly_once.py [--rounds 6] [--lines 1500] [--no-faults]
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--lines", type=int, default=1500, help="input lines per round")
+    parser.add_argument("--no-faults", action="store_true", help="kill nothing: the same rounds as a baseline")
     args = parser.parse_args()
 
     removed = _count_cleaning()
@@ -101,17 +102,20 @@ def main() -> int:
             round_start = time.monotonic()
             produce(bootstrap, INPUT, part)
             upto = ends(bootstrap, INPUT)
-            changelog = (COUNTS_CHANGELOG, WINDOWED_CHANGELOG)[round_no % 2]
-            victim = leader(admin, changelog, round_no % PARTITIONS)
-            cluster.kill(victim)
-            name = "ab"[round_no % 2]
-            instances[name].kill()
-            instances[name] = Instance(f"{name}{round_no}", name, bootstrap, classes, lib, work, *SETTINGS)
+            killed = "nothing"
+            if not args.no_faults:
+                changelog = (COUNTS_CHANGELOG, WINDOWED_CHANGELOG)[round_no % 2]
+                victim = leader(admin, changelog, round_no % PARTITIONS)
+                cluster.kill(victim)
+                name = "ab"[round_no % 2]
+                instances[name].kill()
+                instances[name] = Instance(f"{name}{round_no}", name, bootstrap, classes, lib, work, *SETTINGS)
+                killed = f"broker {victim} ({changelog}-{round_no % PARTITIONS}), instance {name}"
             wait_for(lambda upto=upto: committed(bootstrap, INPUT) == upto, TIMEOUT_S, interval=0.5,
                      what=f"round {round_no}'s input committed")
-            cluster.start_broker(victim)
-            rows.append((round_no, f"broker {victim} ({changelog}-{round_no % PARTITIONS}), instance {name}",
-                         time.monotonic() - round_start))
+            if not args.no_faults:
+                cluster.start_broker(victim)
+            rows.append((round_no, killed, time.monotonic() - round_start))
         CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, TIMEOUT_S)
         CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS).wait_for_exactly(windowed, TIMEOUT_S)
         elapsed = time.monotonic() - started

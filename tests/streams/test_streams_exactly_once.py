@@ -91,7 +91,12 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
         second.wait_running(RUN_TIMEOUT_S)
         input_committed(ends(bootstrap, INPUT))
 
-        # the internal topics as Streams asked for them (RepartitionTopicConfig, the changelog configs)
+        # the internal topics as Streams asked for them (replication.factor; RepartitionTopicConfig, the changelog
+        # configs)
+        internal = {REPARTITION, COUNTS_CHANGELOG, WINDOWED_CHANGELOG}
+        described = admin.list_topics(timeout=30).topics
+        replicas = {len(p.replicas) for t in internal for p in described[t].partitions.values()}
+        assert replicas == {3} and all(len(described[t].partitions) == PARTITIONS for t in internal)
         repartition = _topic_configs(admin, REPARTITION)
         assert (repartition["cleanup.policy"], repartition["segment.bytes"], repartition["retention.ms"],
                 repartition["message.timestamp.type"]) == ("delete", "52428800", "-1", "CreateTime")
@@ -132,7 +137,6 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
              what="the closed instance to leave the group")
     printed = _reset(bootstrap, streams_lib)
     assert "Done." in printed, printed
-    internal = {REPARTITION, COUNTS_CHANGELOG, WINDOWED_CHANGELOG}
     wait_for(lambda: not internal & set(admin.list_topics(timeout=30).topics), 60, interval=0.5,
              what="the reset to delete the internal topics")
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(APP)])[APP].result(30)
