@@ -8,7 +8,8 @@ At the end the totals and window counts read under read_committed must be exact 
 prints, as Markdown, each round's time from producing its input to the application committing past it, the
 end-to-end rate, and what the cleaner removed from the changelogs.
 
-    .venv/bin/python bench/streams_exactly_once.py [--rounds 6] [--lines 1500] [--no-faults]
+    .venv/bin/python bench/streams_exactly_once.py [--rounds 6] [--lines 1500] [--no-faults] [--static]
+        [--setting num.standby.replicas=1 ...]
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--lines", type=int, default=1500, help="input lines per round")
     parser.add_argument("--no-faults", action="store_true", help="kill nothing: the same rounds as a baseline")
+    parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a further Streams setting for both instances (num.standby.replicas=1, ...)")
+    parser.add_argument("--static", action="store_true",
+                        help="static membership: each instance a group.instance.id of its own")
     args = parser.parse_args()
 
     removed = _count_cleaning()
@@ -92,7 +97,10 @@ def main() -> int:
     base_ms = (int(time.time() * 1000) // WINDOW_MS - 10) * WINDOW_MS
     parts = [input_lines(seed, args.lines, base_ms) for seed in range(1, args.rounds + 1)]
     totals, windowed = expected_counts(line for part in parts for line in part)
-    instances = {name: Instance(name, name, bootstrap, classes, lib, work, *SETTINGS) for name in ("a", "b")}
+    def settings(name: str) -> list[str]:
+        return [*SETTINGS, *args.setting, *([f"group.instance.id=instance-{name}"] if args.static else [])]
+
+    instances = {name: Instance(name, name, bootstrap, classes, lib, work, *settings(name)) for name in ("a", "b")}
     rows = []
     try:
         for instance in instances.values():
@@ -109,7 +117,7 @@ def main() -> int:
                 cluster.kill(victim)
                 name = "ab"[round_no % 2]
                 instances[name].kill()
-                instances[name] = Instance(f"{name}{round_no}", name, bootstrap, classes, lib, work, *SETTINGS)
+                instances[name] = Instance(f"{name}{round_no}", name, bootstrap, classes, lib, work, *settings(name))
                 killed = f"broker {victim} ({changelog}-{round_no % PARTITIONS}), instance {name}"
             wait_for(lambda upto=upto: committed(bootstrap, INPUT) == upto, TIMEOUT_S, interval=0.5,
                      what=f"round {round_no}'s input committed")
@@ -129,7 +137,8 @@ def main() -> int:
     lines = args.rounds * args.lines
     words = sum(totals.values())
     print(f"Streams {jars.STREAMS_VERSION}, exactly_once_v2, 2 instances, 3 odradek brokers, "
-          f"{platform.python_implementation()} {platform.python_version()}, {args.rounds} rounds of {args.lines} lines")
+          f"{platform.python_implementation()} {platform.python_version()}, {args.rounds} rounds of {args.lines} lines"
+          + "".join(f", {s}" for s in args.setting) + (", static membership" if args.static else ""))
     print()
     print("| round | killed | produce to committed (s) |")
     print("|---|---|---|")

@@ -123,6 +123,8 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
                  RUN_TIMEOUT_S, interval=0.5, what="Streams to purge the repartition topic (DeleteRecords)")
 
         cluster.start_broker(victim)  # the rerun creates its internal topics with replication factor 3 again
+        wait_for(lambda: len(admin.list_topics(timeout=30).brokers) == 3, 60, interval=0.5,
+                 what=f"broker {victim} back in the metadata")
         first.stop()
     finally:
         for running in (first, second):
