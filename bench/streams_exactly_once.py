@@ -6,9 +6,10 @@ compacts the changelogs while the application runs and the restores read compact
 
 At the end the totals and window counts read under read_committed must be exact (as in the test); the script
 prints, as Markdown, each round's time from producing its input to the application committing past it, the
-end-to-end rate, and what the cleaner removed from the changelogs.
+end-to-end rate, and what the cleaner removed from the changelogs. ``--kafka`` runs the same rounds on three Apache
+Kafka brokers, for comparison.
 
-    .venv/bin/python bench/streams_exactly_once.py [--rounds 6] [--lines 1500] [--no-faults] [--static]
+    .venv/bin/python bench/streams_exactly_once.py [--rounds 6] [--lines 1500] [--no-faults] [--static] [--kafka]
         [--setting num.standby.replicas=1 ...]
 """
 
@@ -27,29 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "streams"))
 
+import streams_app as app  # noqa: E402
 from confluent_kafka.admin import AdminClient  # noqa: E402
-from streams_app import (  # noqa: E402
-    COUNTS_CHANGELOG,
-    INPUT,
-    JAVA_DIR,
-    OUTPUT,
-    PARTITIONS,
-    WINDOW_MS,
-    WINDOWED_CHANGELOG,
-    CommittedOutput,
-    Instance,
-    committed,
-    create_topics,
-    ends,
-    expected_counts,
-    input_lines,
-    leader,
-    produce,
-)
 
 from brokers import wait_for  # noqa: E402
 from kafka_clients import close_opened, opened  # noqa: E402
-from odradek.apache_kafka import KAFKA_4, compile_java, jars  # noqa: E402
+from odradek.apache_kafka import KAFKA_4, KafkaCluster, compile_java, jars  # noqa: E402
 from odradek.broker.log import cleaner  # noqa: E402
 from odradek.testing import start_cluster  # noqa: E402
 
@@ -75,6 +59,24 @@ def _count_cleaning() -> Counter[str]:
     return removed
 
 
+class _Kafka:
+    """Three Apache Kafka brokers (KRaft, each also a controller) behind the calls the rounds make of odradek's
+    test cluster."""
+
+    def __init__(self, base: Path) -> None:
+        self.cluster = KafkaCluster(base, version=KAFKA_4, brokers=3).start()
+        self.bootstrap_servers = self.cluster.bootstrap_servers
+
+    def kill(self, node_id: int) -> None:
+        self.cluster.broker(node_id).kill()
+
+    def start_broker(self, node_id: int) -> None:
+        self.cluster.broker(node_id).start()
+
+    def close(self) -> None:
+        self.cluster.kill()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=6)
@@ -84,23 +86,29 @@ def main() -> int:
                         help="a further Streams setting for both instances (num.standby.replicas=1, ...)")
     parser.add_argument("--static", action="store_true",
                         help="static membership: each instance a group.instance.id of its own")
+    parser.add_argument("--kafka", action="store_true",
+                        help=f"the same rounds on three Apache Kafka {KAFKA_4} brokers (KRaft) instead of odradek")
     args = parser.parse_args()
 
     removed = _count_cleaning()
     work = Path(tempfile.mkdtemp(prefix="bench-streams-"))
     lib = jars.ensure_bundle("kafka-streams", jars.streams())
-    classes = compile_java(KAFKA_4, *sorted(JAVA_DIR.glob("*.java")), out_dir=work / "classes", lib=lib)
-    cluster = start_cluster(work / "odradek", 3)
+    classes = compile_java(KAFKA_4, *sorted(app.JAVA_DIR.glob("*.java")), out_dir=work / "classes", lib=lib)
+    cluster: Any = _Kafka(work / "kafka") if args.kafka else start_cluster(work / "odradek", 3)
     bootstrap = cluster.bootstrap_servers
     admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
-    create_topics(admin)
-    base_ms = (int(time.time() * 1000) // WINDOW_MS - 10) * WINDOW_MS
-    parts = [input_lines(seed, args.lines, base_ms) for seed in range(1, args.rounds + 1)]
-    totals, windowed = expected_counts(line for part in parts for line in part)
+    app.create_topics(admin)
+    base_ms = (int(time.time() * 1000) // app.WINDOW_MS - 10) * app.WINDOW_MS
+    parts = [app.input_lines(seed, args.lines, base_ms) for seed in range(1, args.rounds + 1)]
+    totals, windowed = app.expected_counts(line for part in parts for line in part)
+
     def settings(name: str) -> list[str]:
         return [*SETTINGS, *args.setting, *([f"group.instance.id=instance-{name}"] if args.static else [])]
 
-    instances = {name: Instance(name, name, bootstrap, classes, lib, work, *settings(name)) for name in ("a", "b")}
+    def start(name: str, log: str) -> app.Instance:
+        return app.Instance(log, name, bootstrap, classes, lib, work, *settings(name))
+
+    instances = {name: start(name, name) for name in ("a", "b")}
     rows = []
     try:
         for instance in instances.values():
@@ -108,24 +116,24 @@ def main() -> int:
         started = time.monotonic()
         for round_no, part in enumerate(parts):
             round_start = time.monotonic()
-            produce(bootstrap, INPUT, part)
-            upto = ends(bootstrap, INPUT)
+            app.produce(bootstrap, app.INPUT, part)
+            upto = app.ends(bootstrap, app.INPUT)
             killed = "nothing"
             if not args.no_faults:
-                changelog = (COUNTS_CHANGELOG, WINDOWED_CHANGELOG)[round_no % 2]
-                victim = leader(admin, changelog, round_no % PARTITIONS)
+                changelog = (app.COUNTS_CHANGELOG, app.WINDOWED_CHANGELOG)[round_no % 2]
+                victim = app.leader(admin, changelog, round_no % app.PARTITIONS)
                 cluster.kill(victim)
                 name = "ab"[round_no % 2]
                 instances[name].kill()
-                instances[name] = Instance(f"{name}{round_no}", name, bootstrap, classes, lib, work, *settings(name))
-                killed = f"broker {victim} ({changelog}-{round_no % PARTITIONS}), instance {name}"
-            wait_for(lambda upto=upto: committed(bootstrap, INPUT) == upto, TIMEOUT_S, interval=0.5,
+                instances[name] = start(name, f"{name}{round_no}")
+                killed = f"broker {victim} ({changelog}-{round_no % app.PARTITIONS}), instance {name}"
+            wait_for(lambda upto=upto: app.committed(bootstrap, app.INPUT) == upto, TIMEOUT_S, interval=0.5,
                      what=f"round {round_no}'s input committed")
             if not args.no_faults:
                 cluster.start_broker(victim)
             rows.append((round_no, killed, time.monotonic() - round_start))
-        CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, TIMEOUT_S)
-        CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS).wait_for_exactly(windowed, TIMEOUT_S)
+        app.CommittedOutput(bootstrap, app.OUTPUT, app.PARTITIONS).wait_for_exactly(totals, TIMEOUT_S)
+        app.CommittedOutput(bootstrap, f"{app.OUTPUT}-windowed", app.PARTITIONS).wait_for_exactly(windowed, TIMEOUT_S)
         elapsed = time.monotonic() - started
     finally:
         for instance in instances.values():
@@ -136,7 +144,8 @@ def main() -> int:
 
     lines = args.rounds * args.lines
     words = sum(totals.values())
-    print(f"Streams {jars.STREAMS_VERSION}, exactly_once_v2, 2 instances, 3 odradek brokers, "
+    print(f"Streams {jars.STREAMS_VERSION}, exactly_once_v2, 2 instances, "
+          f"3 {'Apache Kafka ' + KAFKA_4 if args.kafka else 'odradek'} brokers, "
           f"{platform.python_implementation()} {platform.python_version()}, {args.rounds} rounds of {args.lines} lines"
           + "".join(f", {s}" for s in args.setting) + (", static membership" if args.static else ""))
     print()
@@ -147,7 +156,8 @@ def main() -> int:
     print()
     print(f"exact counts: {len(totals)} words, {len(windowed)} windows; {lines} lines ({words} words) in "
           f"{elapsed:.1f} s end to end: {lines / elapsed:.0f} lines/s, {words / elapsed:.0f} words/s")
-    print("records the cleaner removed: " + ", ".join(f"{t} {n}" for t, n in sorted(removed.items())))
+    if not args.kafka:
+        print("records the cleaner removed: " + ", ".join(f"{t} {n}" for t, n in sorted(removed.items())))
     return 0
 
 

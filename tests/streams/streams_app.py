@@ -137,10 +137,6 @@ class Instance:
                     self.exceptions.append(event["exception"])
                 self._changed.notify_all()
 
-    def state(self) -> str | None:
-        with self._changed:
-            return self.states[-1] if self.states else None
-
     def log_tail(self) -> str:
         return self.log_path.read_text()[-6000:] if self.log_path.exists() else ""
 
@@ -158,7 +154,7 @@ class Instance:
         self.proc.wait(30)
 
     def stop(self, timeout: float = 60.0) -> None:
-        """SIGTERM, as ``kill`` does: the application's shutdown hook closes Streams (committing its last
+        """SIGTERM, as the ``kill`` command sends: the application's shutdown hook closes Streams (committing its last
         transaction), which must end NOT_RUNNING; the JVM then exits 143, as on any SIGTERM."""
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout)
