@@ -116,6 +116,7 @@ class Instance:
         args = [bootstrap, APP, INPUT, OUTPUT, str(work_dir / f"state-{state}"), *settings]
         self.states: list[str] = []
         self.exceptions: list[str] = []
+        self.lines_read: set[str] = set()  # with print-lines: the keys of the input lines it has read
         self._changed = threading.Condition()
         command = java_command(KAFKA_4, MAIN_CLASS, *args, classpath=[classes], lib=lib, heap_mb=256)
         with open(self.log_path, "w") as log:
@@ -135,7 +136,13 @@ class Instance:
                     self.states.append(event["state"])
                 if "exception" in event:
                     self.exceptions.append(event["exception"])
+                if "line" in event:
+                    self.lines_read.add(event["line"])
                 self._changed.notify_all()
+
+    def has_read(self, key: str) -> bool:
+        with self._changed:
+            return key in self.lines_read
 
     def log_tail(self) -> str:
         return self.log_path.read_text()[-6000:] if self.log_path.exists() else ""

@@ -2,12 +2,12 @@
 
 The word count (``java/WordCountApp.java``) keeps a key-value store and a window store, both with changelogs, behind
 a repartition topic. Input arrives in three parts: once the second is produced, the leader of the repartition topic's
-first partition is killed; once the third is produced, one instance is killed with SIGKILL mid-processing. Read under
-read_committed, the last count per word and per window must then be the expected one, each key's counts strictly
-increasing (nothing counted twice, no committed update repeated), and Streams must have purged the repartition
-topic it consumed (DeleteRecords). Then ``kafka-streams-application-reset`` resets
-the application (input offsets to the beginning, internal topics deleted) and a rerun counts the same again.
-The internal topics must carry the configs Streams asks for, read back through DescribeConfigs.
+first partition is killed; once the third is produced, the instance that reads it first is killed with SIGKILL
+inside its transaction. Read under read_committed, the last count per word and per window must then be the expected
+one, each key's counts strictly increasing (nothing counted twice, no committed update repeated), and Streams must
+have purged the repartition topic it consumed (DeleteRecords). Then ``kafka-streams-application-reset`` resets the
+application (input offsets to the beginning, internal topics deleted) and a rerun counts the same again. The
+internal topics must carry the configs Streams asks for, read back through DescribeConfigs.
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ from odradek.apache_kafka import KAFKA_4, java_command
 from odradek.testing import ThreadedCluster
 
 LINES_PER_PART = 120
-PURGE_EVERY_SECOND = "repartition.purge.interval.ms=1000"
+SETTINGS = ("repartition.purge.interval.ms=1000", "commit.interval.ms=1000", "print-lines")
+"""Consumed repartition records deleted (DeleteRecords) every second, not every 30 s; transactions committed every
+second, not every 100 ms, so that an instance killed just after reading a line is killed inside its transaction; each
+line read printed, so the test sees which instance reads what."""
 RUN_TIMEOUT_S = 120.0
 
 
@@ -84,8 +87,7 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
                  what=f"the application to commit the input up to {upto}")
 
     produce(bootstrap, INPUT, parts[0])
-    # repartition records consumed and committed are deleted (DeleteRecords) every second, not every 30 s
-    first, second = instance("a", "a", PURGE_EVERY_SECOND), instance("b", "b", PURGE_EVERY_SECOND)
+    first, second = instance("a", "a", *SETTINGS), instance("b", "b", *SETTINGS)
     try:
         first.wait_running(RUN_TIMEOUT_S)
         second.wait_running(RUN_TIMEOUT_S)
@@ -115,7 +117,12 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
 
         produce(bootstrap, INPUT, parts[2])
         upto = ends(bootstrap, INPUT)
-        second.kill()  # mid-processing: its open transaction is aborted when it times out
+        # the instance that reads the third part first is killed inside its transaction (most likely: it commits
+        # every second), which the coordinator aborts once it times out; the other takes its tasks over
+        reading = wait_for(lambda: [i for i in (first, second) if any(i.has_read(key) for key, _t, _ts in parts[2])],
+                           RUN_TIMEOUT_S, interval=0.01, what="an instance to read the third part")
+        killed, survivor = (first, second) if first in reading else (second, first)
+        killed.kill()
         input_committed(upto)
         CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, RUN_TIMEOUT_S)
         CommittedOutput(bootstrap, f"{OUTPUT}-windowed", PARTITIONS).wait_for_exactly(windowed, RUN_TIMEOUT_S)
@@ -125,7 +132,7 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
         cluster.start_broker(victim)  # the rerun creates its internal topics with replication factor 3 again
         wait_for(lambda: len(admin.list_topics(timeout=30).brokers) == 3, 60, interval=0.5,
                  what=f"broker {victim} back in the metadata")
-        first.stop()
+        survivor.stop()
     finally:
         for running in (first, second):
             if running.proc.poll() is None:

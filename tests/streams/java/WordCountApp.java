@@ -24,7 +24,8 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * {@code <output>-windowed} keyed {@code word@windowStartMs}, both with long values.
  *
  * <p>Arguments: bootstrap, application id, input topic, output topic, state directory, then any of {@code cleanup}
- * (wipe this instance's local state first, as after kafka-streams-application-reset) and {@code name=value} (a
+ * (wipe this instance's local state first, as after kafka-streams-application-reset), {@code print-lines} (print
+ * {@code {"line":"<key>"}} as each input line is read, before its transaction commits) and {@code name=value} (a
  * Streams setting, over the ones set here). It prints one
  * JSON line per state change ({@code {"state":"RUNNING"}}) and per uncaught exception, and closes on SIGTERM
  * (printing its state once closed).
@@ -33,6 +34,7 @@ public final class WordCountApp {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], appId = args[1], input = args[2], output = args[3], stateDir = args[4];
         boolean cleanup = false;
+        boolean printLines = false;
 
         Properties props = new Properties();
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -49,6 +51,8 @@ public final class WordCountApp {
         for (String extra : Arrays.copyOfRange(args, 5, args.length)) {
             if (extra.equals("cleanup")) {
                 cleanup = true;
+            } else if (extra.equals("print-lines")) {
+                printLines = true;
             } else {
                 String[] setting = extra.split("=", 2);
                 props.put(setting[0], setting[1]);
@@ -56,7 +60,14 @@ public final class WordCountApp {
         }
 
         StreamsBuilder builder = new StreamsBuilder();
+        boolean tracing = printLines;
         KGroupedStream<String, String> words = builder.<String, String>stream(input)
+            .peek((key, line) -> {
+                if (tracing) {
+                    System.out.println("{\"line\":\"" + key + "\"}");
+                    System.out.flush();
+                }
+            })
             .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\s+")))
             .filter((key, word) -> !word.isEmpty())
             .groupBy((key, word) -> word, Grouped.as("words"));
