@@ -116,7 +116,7 @@ class Instance:
         args = [bootstrap, APP, INPUT, OUTPUT, str(work_dir / f"state-{state}"), *settings]
         self.states: list[str] = []
         self.exceptions: list[str] = []
-        self.lines_read: set[str] = set()  # with print-lines: the keys of the input lines it has read
+        self.acked: Counter[str] = Counter()  # with print-acks: the records its producers had acknowledged, per topic
         self._changed = threading.Condition()
         command = java_command(KAFKA_4, MAIN_CLASS, *args, classpath=[classes], lib=lib, heap_mb=256)
         with open(self.log_path, "w") as log:
@@ -136,13 +136,13 @@ class Instance:
                     self.states.append(event["state"])
                 if "exception" in event:
                     self.exceptions.append(event["exception"])
-                if "line" in event:
-                    self.lines_read.add(event["line"])
+                if "acked" in event:
+                    self.acked[event["acked"]] += 1
                 self._changed.notify_all()
 
-    def has_read(self, key: str) -> bool:
+    def acknowledged(self, topic: str) -> int:
         with self._changed:
-            return key in self.lines_read
+            return self.acked[topic]
 
     def log_tail(self) -> str:
         return self.log_path.read_text()[-6000:] if self.log_path.exists() else ""

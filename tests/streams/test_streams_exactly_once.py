@@ -2,8 +2,8 @@
 
 The word count (``java/WordCountApp.java``) keeps a key-value store and a window store, both with changelogs, behind
 a repartition topic. Input arrives in three parts: once the second is produced, the leader of the repartition topic's
-first partition is killed; once the third is produced, the instance that reads it first is killed with SIGKILL
-inside its transaction. Read under read_committed, the last count per word and per window must then be the expected
+first partition is killed; once the third is produced, the first instance whose transaction holds records of it is
+killed with SIGKILL. Read under read_committed, the last count per word and per window must then be the expected
 one, each key's counts strictly increasing (nothing counted twice, no committed update repeated), and Streams must
 have purged the repartition topic it consumed (DeleteRecords). Then ``kafka-streams-application-reset`` resets the
 application (input offsets to the beginning, internal topics deleted) and a rerun counts the same again. The
@@ -45,10 +45,10 @@ from odradek.apache_kafka import KAFKA_4, java_command
 from odradek.testing import ThreadedCluster
 
 LINES_PER_PART = 120
-SETTINGS = ("repartition.purge.interval.ms=1000", "commit.interval.ms=1000", "print-lines")
+SETTINGS = ("repartition.purge.interval.ms=1000", "commit.interval.ms=1000", "print-acks")
 """Consumed repartition records deleted (DeleteRecords) every second, not every 30 s; transactions committed every
-second, not every 100 ms, so that an instance killed just after reading a line is killed inside its transaction; each
-line read printed, so the test sees which instance reads what."""
+second, not every 100 ms, so that an instance killed as soon as the broker acknowledges its records is killed inside
+the transaction holding them; each acknowledged record printed, so the test sees which instance wrote what."""
 RUN_TIMEOUT_S = 120.0
 
 
@@ -115,13 +115,15 @@ def test_exactly_once_word_count_across_broker_and_instance_kills_then_reset(
         cluster.kill(victim)  # mid-processing
         input_committed(upto)
 
+        # the first instance whose records of the third part are in the repartition topic (only the first
+        # sub-topology writes there, reading the input) is killed inside the transaction holding them (most likely:
+        # it commits every second), which the coordinator aborts once it times out; the other takes its tasks over
+        before = {i: i.acknowledged(REPARTITION) for i in (first, second)}
         produce(bootstrap, INPUT, parts[2])
         upto = ends(bootstrap, INPUT)
-        # the instance that reads the third part first is killed inside its transaction (most likely: it commits
-        # every second), which the coordinator aborts once it times out; the other takes its tasks over
-        reading = wait_for(lambda: [i for i in (first, second) if any(i.has_read(key) for key, _t, _ts in parts[2])],
-                           RUN_TIMEOUT_S, interval=0.01, what="an instance to read the third part")
-        killed, survivor = (first, second) if first in reading else (second, first)
+        writers = wait_for(lambda: [i for i in (first, second) if i.acknowledged(REPARTITION) > before[i]],
+                           RUN_TIMEOUT_S, interval=0.01, what="an instance to write the third part's words")
+        killed, survivor = (first, second) if first in writers else (second, first)
         killed.kill()
         input_committed(upto)
         CommittedOutput(bootstrap, OUTPUT, PARTITIONS).wait_for_exactly(totals, RUN_TIMEOUT_S)

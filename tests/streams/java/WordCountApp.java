@@ -5,6 +5,7 @@ import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
@@ -24,8 +25,8 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * {@code <output>-windowed} keyed {@code word@windowStartMs}, both with long values.
  *
  * <p>Arguments: bootstrap, application id, input topic, output topic, state directory, then any of {@code cleanup}
- * (wipe this instance's local state first, as after kafka-streams-application-reset), {@code print-lines} (print
- * {@code {"line":"<key>"}} as each input line is read, before its transaction commits) and {@code name=value} (a
+ * (wipe this instance's local state first, as after kafka-streams-application-reset), {@code print-acks} (print each
+ * record the broker acknowledges to its producers, see {@link AckPrinter}) and {@code name=value} (a
  * Streams setting, over the ones set here). It prints one
  * JSON line per state change ({@code {"state":"RUNNING"}}) and per uncaught exception, and closes on SIGTERM
  * (printing its state once closed).
@@ -34,7 +35,6 @@ public final class WordCountApp {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], appId = args[1], input = args[2], output = args[3], stateDir = args[4];
         boolean cleanup = false;
-        boolean printLines = false;
 
         Properties props = new Properties();
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -51,8 +51,8 @@ public final class WordCountApp {
         for (String extra : Arrays.copyOfRange(args, 5, args.length)) {
             if (extra.equals("cleanup")) {
                 cleanup = true;
-            } else if (extra.equals("print-lines")) {
-                printLines = true;
+            } else if (extra.equals("print-acks")) {
+                props.put(StreamsConfig.producerPrefix(ProducerConfig.INTERCEPTOR_CLASSES_CONFIG), AckPrinter.class.getName());
             } else {
                 String[] setting = extra.split("=", 2);
                 props.put(setting[0], setting[1]);
@@ -60,14 +60,7 @@ public final class WordCountApp {
         }
 
         StreamsBuilder builder = new StreamsBuilder();
-        boolean tracing = printLines;
         KGroupedStream<String, String> words = builder.<String, String>stream(input)
-            .peek((key, line) -> {
-                if (tracing) {
-                    System.out.println("{\"line\":\"" + key + "\"}");
-                    System.out.flush();
-                }
-            })
             .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.ROOT).split("\\s+")))
             .filter((key, word) -> !word.isEmpty())
             .groupBy((key, word) -> word, Grouped.as("words"));
