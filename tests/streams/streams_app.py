@@ -225,11 +225,12 @@ class CommittedOutput:
         """Until the last value per key is ``expected``; a value past its expected total (a record counted twice)
         fails at once, as does a key's series that does not strictly increase (a committed update repeated)."""
 
+        over: dict[str, tuple[int, int | None]] = {}
+
         def settled() -> bool:
             last = self.read()
-            over = {k: (v, expected.get(k)) for k, v in last.items() if v > expected.get(k, 0)}
-            assert not over, f"{self.topic}: counted past the expected totals (seen, expected): {over}"
-            return last == expected
+            over.update((k, (v, expected.get(k))) for k, v in last.items() if v > expected.get(k, 0))
+            return bool(over) or last == expected
 
         try:
             wait_for(settled, timeout, interval=0.2, what=f"{self.topic} to reach the expected counts")
@@ -237,5 +238,6 @@ class CommittedOutput:
             last = self.read()
             missing = {k: (last.get(k), v) for k, v in expected.items() if last.get(k) != v}
             raise AssertionError(f"{self.topic}: (seen, expected) where they differ: {missing}") from None
+        assert not over, f"{self.topic}: counted past the expected totals (seen, expected): {over}"
         repeated = {k: vs for k, vs in self.values.items() if any(b <= a for a, b in itertools.pairwise(vs))}
         assert not repeated, f"{self.topic}: a key's committed counts do not strictly increase: {repeated}"
