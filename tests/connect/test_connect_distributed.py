@@ -1,0 +1,149 @@
+"""A Kafka Connect distributed worker on a three-broker odradek cluster: the storage topics it creates compacted, the
+FileStream source and sink moving a file end to end, both RUNNING as the REST API reports them, and a worker killed
+with SIGKILL mid-stream that resumes from what it had committed.
+
+FileStream is at-least-once: a killed worker's source task re-reads the file from the last committed position, and its
+sink task re-consumes from the last committed consumer offset, so the sink file may repeat lines. The test asserts
+the exact repeats that follow from the offsets committed at the kill, read after it from the cluster itself:
+- the topic ends with ``records at the kill + lines after the committed source position`` records;
+- the sink file ends with ``topic records + sink lines at the kill - the sink group's committed offset`` lines;
+- with repeats removed (first occurrence kept) the sink file equals the source file, line for line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from brokers import BrokerProcess, wait_for
+from kafka_clients import opened
+from odradek.apache_kafka.connect import ConnectWorker
+
+TOPIC = "lines"
+LINE = "line-{:06d}\n"
+WIDTH = len(LINE.format(0))
+FIRST, SECOND = 3000, 2000  # lines before the kill, and appended while the worker is down
+STORAGE = {"config.storage.topic": "connect-configs", "offset.storage.topic": "connect-offsets",
+           "status.storage.topic": "connect-status"}
+
+
+def _lines(start: int, count: int) -> str:
+    return "".join(LINE.format(i) for i in range(start, start + count))
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets"}))
+    _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    consumer.close()
+    return int(high)
+
+
+def _committed_source_position(bootstrap: str, connector: str) -> int:
+    """The last position the source connector committed to ``connect-offsets`` (0 when none)."""
+    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "read-offsets",
+                                "enable.auto.commit": False}))
+    metadata = consumer.list_topics(STORAGE["offset.storage.topic"], timeout=30)
+    partitions = metadata.topics[STORAGE["offset.storage.topic"]].partitions
+    position = 0
+    for p in partitions:
+        tp = TopicPartition(STORAGE["offset.storage.topic"], p)
+        low, high = consumer.get_watermark_offsets(tp, timeout=30)
+        if high == low:
+            continue
+        consumer.assign([TopicPartition(tp.topic, p, low)])
+        read = low
+        while read < high:
+            message = consumer.poll(5)
+            if message is None or message.error():
+                continue
+            read = message.offset() + 1
+            key = json.loads(message.key())
+            if key[0] == connector and message.value() is not None:
+                position = json.loads(message.value())["position"]
+    consumer.close()
+    return int(position)
+
+
+def _committed_sink_offset(admin: AdminClient, group: str) -> int:
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(TOPIC, 0)])
+    result = admin.list_consumer_group_offsets([request])[group].result(30)
+    offset = result.topic_partitions[0].offset
+    return max(int(offset), 0)  # -1001 (none committed) reads as the start
+
+
+def _running(worker: ConnectWorker, name: str) -> bool:
+    state, tasks = worker.states(name)
+    return state == "RUNNING" and tasks == ["RUNNING"]
+
+
+def _line_count(path: Path) -> int:
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def test_filestream_source_and_sink_survive_a_killed_worker(tmp_path: Path) -> None:
+    cluster = BrokerProcess(tmp_path / "odradek", ["--brokers", "3",
+                                                   "--override", "group.initial.rebalance.delay.ms=0"])
+    cluster.start()
+    try:
+        bootstrap = cluster.bootstrap
+        admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
+        admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(30)
+        source_file, sink_file = tmp_path / "source.txt", tmp_path / "sink.txt"
+        source_file.write_text(_lines(0, FIRST))
+        worker = ConnectWorker(tmp_path / "worker", {
+            "bootstrap.servers": bootstrap, "group.id": "connect-cluster",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            **STORAGE,
+            "config.storage.replication.factor": 3, "offset.storage.replication.factor": 3,
+            "status.storage.replication.factor": 3,
+            "offset.flush.interval.ms": 500,
+        })
+        worker.start()
+        try:
+            # the worker created its three storage topics, compacted as Connect requires
+            configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t) for t in STORAGE.values()])
+            for resource, future in configs.items():
+                assert future.result(30)["cleanup.policy"].value == "compact", resource
+
+            worker.put_connector("file-source", {
+                "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max": "1",
+                "file": str(source_file), "topic": TOPIC})
+            worker.put_connector("file-sink", {
+                "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "1",
+                "file": str(sink_file), "topics": TOPIC})
+            assert set(worker.rest("GET", "/connectors")[1]) == {"file-source", "file-sink"}
+            for name in ("file-source", "file-sink"):
+                wait_for(lambda n=name: _running(worker, n), 120, 0.5, f"{name} and its task RUNNING")
+
+            # mid-stream: the sink has committed some offsets, and the worker dies without flushing anything more
+            wait_for(lambda: _committed_sink_offset(admin, "connect-file-sink") > 0, 120, 0.2,
+                     "the sink's first committed offsets")
+            worker.kill()
+            end_at_kill = _end_offset(bootstrap, TOPIC)
+            committed_lines = _committed_source_position(bootstrap, "file-source") // WIDTH
+            sink_at_kill = _line_count(sink_file)
+            sink_committed = _committed_sink_offset(admin, "connect-file-sink")
+            assert committed_lines <= end_at_kill and sink_committed <= sink_at_kill <= end_at_kill
+
+            with open(source_file, "a") as f:
+                f.write(_lines(FIRST, SECOND))
+            worker.start()
+            for name in ("file-source", "file-sink"):
+                wait_for(lambda n=name: _running(worker, n), 120, 0.5, f"{name} RUNNING after the restart")
+            total = FIRST + SECOND
+            topic_total = end_at_kill + total - committed_lines
+            wait_for(lambda: _end_offset(bootstrap, TOPIC) >= topic_total, 180, 0.5, "every line in the topic")
+            sink_total = topic_total + sink_at_kill - sink_committed
+            wait_for(lambda: _line_count(sink_file) >= sink_total, 180, 0.5, "every record in the sink file")
+            # the source resumed at its committed position, the sink at its committed offset: no more, no fewer
+            assert _end_offset(bootstrap, TOPIC) == topic_total
+            assert _line_count(sink_file) == sink_total
+            assert list(dict.fromkeys(sink_file.read_text().splitlines())) == source_file.read_text().splitlines()
+        finally:
+            worker.stop()
+    finally:
+        cluster.stop(timeout=60)
