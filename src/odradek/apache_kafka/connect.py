@@ -4,8 +4,12 @@
 ``bin/connect-mirror-maker.sh`` runs ``org.apache.kafka.connect.mirror.MirrorMaker <mm2.properties>`` (dedicated
 mode: one JVM running every enabled ``source->target`` flow). Both get the bundle's jars
 (:func:`~odradek.apache_kafka.jars.connect_artifacts`) and the server log configuration (INFO to the process's log
-file). A worker's REST listener is on 127.0.0.1 at a port the OS handed out, kept across restarts; the worker is
-ready when ``GET /connectors`` answers 200, which it does only once it has joined its group and read the config topic.
+file). Plugins are found through their ServiceLoader manifests (``plugin.discovery=service_load``, which every
+plugin of the bundle has): the default also scans the classpath by reflection, some ten seconds per herder on these
+machines, three times in a two-way MirrorMaker (whose per-flow herders take it from the target cluster's
+``<alias>.`` settings). A worker's REST listener is on 127.0.0.1 at a port the OS handed out, kept across restarts;
+the worker is ready when ``GET /connectors`` answers 200, which it does only once it has joined its group and read
+the config topic.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ class JavaProcess:
         if self.running():
             return
         self.home.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(_properties(self.properties))
+        self.config_path.write_text(_properties({"plugin.discovery": "service_load", **self.properties}))
         command = jvm.java_command(
             _LOG_VERSION, self.main_class, str(self.config_path), heap_mb=self.heap_mb, log="server",
             lib=jars.ensure_bundle("connect", jars.connect_artifacts()),
@@ -162,7 +166,10 @@ class MirrorMaker(JavaProcess):
     ``<source>-><target>.enabled``...). It has no readiness signal of its own: callers wait on what it writes."""
 
     def __init__(self, home: Path, properties: Mapping[str, object], *, heap_mb: int = 384) -> None:
-        super().__init__(home, "mm2", "org.apache.kafka.connect.mirror.MirrorMaker", properties, heap_mb=heap_mb)
+        aliases = [alias.strip() for alias in str(properties.get("clusters", "")).split(",") if alias.strip()]
+        per_cluster = {f"{alias}.plugin.discovery": "service_load" for alias in aliases}
+        super().__init__(home, "mm2", "org.apache.kafka.connect.mirror.MirrorMaker", {**per_cluster, **properties},
+                         heap_mb=heap_mb)
 
     def start(self) -> MirrorMaker:
         self.spawn()
