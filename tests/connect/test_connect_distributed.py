@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from brokers import BrokerProcess, wait_for
@@ -74,6 +74,18 @@ def _committed_sink_offset(admin: AdminClient, group: str) -> int:
     return max(int(offset), 0)  # -1001 (none committed) reads as the start
 
 
+def _cleanup_policies(admin: AdminClient) -> dict[str, str] | None:
+    """Each storage topic's ``cleanup.policy``; None while a broker answers that it does not know one yet (a broker
+    hears of a new topic through UpdateMetadata, after the one that created it: Kafka's brokers too)."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in STORAGE.values()]
+    try:
+        return {r.name: f.result(30)["cleanup.policy"].value for r, f in admin.describe_configs(resources).items()}
+    except KafkaException as error:
+        if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise
+
+
 def _running(worker: ConnectWorker, name: str) -> bool:
     state, tasks = worker.states(name)
     return state == "RUNNING" and tasks == ["RUNNING"]
@@ -105,9 +117,13 @@ def test_filestream_source_and_sink_survive_a_killed_worker(tmp_path: Path) -> N
         worker.start()
         try:
             # the worker created its three storage topics, compacted as Connect requires
-            configs = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, t) for t in STORAGE.values()])
-            for resource, future in configs.items():
-                assert future.result(30)["cleanup.policy"].value == "compact", resource
+            policies = wait_for(lambda: _cleanup_policies(admin), 60, 0.2, "the storage topics' configs")
+            assert policies == {t: "compact" for t in STORAGE.values()}
+            # Connect's partition counts (the config topic must have one), each partition on all three brokers
+            topics = admin.list_topics(timeout=30).topics
+            assert {t: len(topics[t].partitions) for t in STORAGE.values()} == {
+                "connect-configs": 1, "connect-offsets": 25, "connect-status": 5}
+            assert all(len(p.replicas) == 3 for t in STORAGE.values() for p in topics[t].partitions.values())
 
             worker.put_connector("file-source", {
                 "connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector", "tasks.max": "1",
