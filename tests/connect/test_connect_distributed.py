@@ -17,6 +17,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from connect_records import records
 
 from brokers import BrokerProcess, wait_for
 from kafka_clients import opened
@@ -42,28 +43,12 @@ def _end_offset(bootstrap: str, topic: str) -> int:
 
 
 def _committed_source_position(bootstrap: str, connector: str) -> int:
-    """The last position the source connector committed to ``connect-offsets`` (0 when none)."""
-    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "read-offsets",
-                                "enable.auto.commit": False}))
-    metadata = consumer.list_topics(STORAGE["offset.storage.topic"], timeout=30)
-    partitions = metadata.topics[STORAGE["offset.storage.topic"]].partitions
+    """The last position the source connector committed to the offset topic (0 when none): its key is
+    ``["<connector>", {"filename": ...}]``, its value ``{"position": <bytes read>}``."""
     position = 0
-    for p in partitions:
-        tp = TopicPartition(STORAGE["offset.storage.topic"], p)
-        low, high = consumer.get_watermark_offsets(tp, timeout=30)
-        if high == low:
-            continue
-        consumer.assign([TopicPartition(tp.topic, p, low)])
-        read = low
-        while read < high:
-            message = consumer.poll(5)
-            if message is None or message.error():
-                continue
-            read = message.offset() + 1
-            key = json.loads(message.key())
-            if key[0] == connector and message.value() is not None:
-                position = json.loads(message.value())["position"]
-    consumer.close()
+    for key, value in records(bootstrap, STORAGE["offset.storage.topic"]):
+        if key is not None and json.loads(key)[0] == connector and value is not None:
+            position = json.loads(value)["position"]
     return int(position)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from connect_records import records
 
 from apache_kafka_brokers import kafka_39
 from brokers import BrokerProcess, wait_for
@@ -35,19 +36,8 @@ SEGMENT_MS = "987654321"  # a topic config altered after mirroring began, synced
 def _checkpoints(bootstrap: str, source_alias: str) -> Iterator[tuple[str, str, int, int, int]]:
     """(group, topic, partition, upstream offset, downstream offset) of every checkpoint MirrorMaker 2 wrote to
     ``<source>.checkpoints.internal``: Kafka's Struct bytes (int16-length strings, int32, int64, a version header)."""
-    topic = f"{source_alias}.checkpoints.internal"
-    consumer = opened(Consumer({"bootstrap.servers": bootstrap, "group.id": "read-checkpoints",
-                                "enable.auto.commit": False}))
-    tp = TopicPartition(topic, 0)
-    low, high = consumer.get_watermark_offsets(tp, timeout=30)
-    consumer.assign([TopicPartition(topic, 0, low)])
-    read = low
-    while read < high:
-        message = consumer.poll(5)
-        if message is None or message.error():
-            continue
-        read = message.offset() + 1
-        key, value = message.key(), message.value()
+    for key, value in records(bootstrap, f"{source_alias}.checkpoints.internal"):
+        assert key is not None and value is not None
         (glen,) = struct.unpack_from(">h", key, 0)
         group = key[2:2 + glen].decode()
         (tlen,) = struct.unpack_from(">h", key, 2 + glen)
@@ -55,7 +45,6 @@ def _checkpoints(bootstrap: str, source_alias: str) -> Iterator[tuple[str, str, 
         (partition,) = struct.unpack_from(">i", key, 4 + glen + tlen)
         _version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
         yield group, name, partition, upstream, downstream
-    consumer.close()
 
 
 _admins: dict[str, AdminClient] = {}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.apache_kafka import jars, jvm
-from odradek.apache_kafka.cluster import free_port
+from odradek.apache_kafka.cluster import free_port, kill_process, stop_process
 
 __all__ = ["ConnectWorker", "JavaProcess", "MirrorMaker"]
 
@@ -72,24 +72,12 @@ class JavaProcess:
 
     def kill(self) -> None:
         """SIGKILL (``kill -9``): no offsets flushed, no group left; the next start resumes from what was committed."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
+        kill_process(self.proc)
         self.proc = None
 
     def stop(self, grace_s: float = 60.0) -> None:
         """SIGTERM (Connect's shutdown hook stops tasks and commits offsets), then SIGKILL past ``grace_s``."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        stop_process(self.proc, grace_s)
         self.proc = None
 
     def _check_alive(self, what: str) -> None:
