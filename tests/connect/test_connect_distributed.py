@@ -21,6 +21,7 @@ from connect_records import records
 
 from brokers import BrokerProcess, wait_for
 from kafka_clients import opened
+from odradek.apache_kafka import jars
 from odradek.apache_kafka.connect import ConnectWorker
 
 TOPIC = "lines"
@@ -148,3 +149,11 @@ def test_filestream_source_and_sink_survive_a_killed_worker(tmp_path: Path) -> N
             worker.stop()
     finally:
         cluster.stop(timeout=60)
+
+
+def test_the_connect_bundle_holds_connect_the_file_connectors_mirror_maker_and_a_logging_backend() -> None:
+    names = {jar.name for jar in jars.ensure_bundle("connect", jars.BUNDLES["connect"]()).glob("*.jar")}
+    for artifact in ("connect-runtime", "connect-file", "connect-mirror", "kafka-clients"):
+        assert f"{artifact}-{jars.CONNECT}.jar" in names
+    # slf4j-api 1.7 finds only an slf4j 1.x binding: without it Connect would log nothing
+    assert "slf4j-api-1.7.36.jar" in names and any(n.startswith("log4j-slf4j-impl-") for n in names)
