@@ -27,7 +27,7 @@ from odradek.apache_kafka.connect import ConnectWorker
 TOPIC = "lines"
 LINE = "line-{:06d}\n"
 WIDTH = len(LINE.format(0))
-FIRST, SECOND = 3000, 2000  # lines before the kill, and appended while the worker is down
+FIRST, SECOND = 20000, 5000  # lines before the kill (enough that it comes mid-copy), appended while down
 STORAGE = {"config.storage.topic": "connect-configs", "offset.storage.topic": "connect-offsets",
            "status.storage.topic": "connect-status"}
 
@@ -51,6 +51,15 @@ def _committed_source_position(bootstrap: str, connector: str) -> int:
         if key is not None and json.loads(key)[0] == connector and value is not None:
             position = json.loads(value)["position"]
     return int(position)
+
+
+def _rest_position(worker: ConnectWorker) -> int:
+    """The source's committed position as ``GET /connectors/file-source/offsets`` (KIP-875) reports it (0 when none);
+    the worker reads it from the offset topic."""
+    status, answer = worker.rest("GET", "/connectors/file-source/offsets")
+    if status != 200 or not answer["offsets"]:
+        return 0
+    return int(answer["offsets"][0]["offset"]["position"])
 
 
 def _committed_sink_offset(admin: AdminClient, group: str) -> int:
@@ -99,6 +108,10 @@ def test_filestream_source_and_sink_survive_a_killed_worker(tmp_path: Path) -> N
             "config.storage.replication.factor": 3, "offset.storage.replication.factor": 3,
             "status.storage.replication.factor": 3,
             "offset.flush.interval.ms": 500,
+            # a killed worker's members stay in their groups until their sessions expire (the sink task's consumer
+            # after 45 s by default): the brokers' minimum, so the restarted worker waits 6 s, not 45
+            "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000,
+            "consumer.session.timeout.ms": 6000, "consumer.heartbeat.interval.ms": 1000,
         })
         worker.start()
         try:
@@ -121,15 +134,16 @@ def test_filestream_source_and_sink_survive_a_killed_worker(tmp_path: Path) -> N
             for name in ("file-source", "file-sink"):
                 wait_for(lambda n=name: _running(worker, n), 120, 0.5, f"{name} and its task RUNNING")
 
-            # mid-stream: the sink has committed some offsets, and the worker dies without flushing anything more
-            wait_for(lambda: _committed_sink_offset(admin, "connect-file-sink") > 0, 120, 0.2,
-                     "the sink's first committed offsets")
+            # mid-stream: the source and the sink have each committed offsets, and the worker dies without flushing
+            # anything more
+            wait_for(lambda: _committed_sink_offset(admin, "connect-file-sink") > 0 and _rest_position(worker) > 0,
+                     120, 0.1, "the sink's and the source's first committed offsets")
             worker.kill()
             end_at_kill = _end_offset(bootstrap, TOPIC)
             committed_lines = _committed_source_position(bootstrap, "file-source") // WIDTH
             sink_at_kill = _line_count(sink_file)
             sink_committed = _committed_sink_offset(admin, "connect-file-sink")
-            assert committed_lines <= end_at_kill and sink_committed <= sink_at_kill <= end_at_kill
+            assert 0 < committed_lines <= end_at_kill and 0 < sink_committed <= sink_at_kill <= end_at_kill
 
             with open(source_file, "a") as f:
                 f.write(_lines(FIRST, SECOND))
