@@ -23,13 +23,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from odradek.apache_kafka import jars, jvm
+from odradek.apache_kafka import KAFKA_4, jars, jvm
 from odradek.apache_kafka.cluster import free_port, kill_process, stop_process
 
 __all__ = ["ConnectWorker", "JavaProcess", "MirrorMaker"]
 
-_LOG_VERSION = "4.4.0"
-"""The Kafka version whose log configuration (log4j 2 properties) the bundle's JVMs are given."""
+_LOG_VERSION = KAFKA_4
+"""The Kafka version whose log configuration (log4j 2 properties, as the bundle's log4j 2 reads) its JVMs get."""
 
 
 def _properties(values: Mapping[str, object]) -> str:
