@@ -128,13 +128,18 @@ class Flow:
         """The target group's synced offset has come within MirrorMaker 2's bound."""
         return _committed(self.target, self.group, self.remote) >= BEFORE - LAG_MAX
 
-    def move(self, read_before: list[str]) -> None:
+    def newest_checkpoint(self) -> tuple[str, str, int, int, int] | None:
         checkpoints = [c for c in _checkpoints(self.target, self.alias) if c[0] == self.group]
-        # the newest checkpoint names the group's upstream offset and the mirrored topic; MirrorMaker 2 wrote the
-        # group's offset on the target from it (an earlier checkpoint may hold an older sync's wider translation)
-        assert checkpoints and checkpoints[-1][1:4] == (self.remote, 0, BEFORE)
+        return checkpoints[-1] if checkpoints else None
+
+    def move(self, read_before: list[str]) -> None:
         translated = _committed(self.target, self.group, self.remote)
-        assert BEFORE - LAG_MAX <= translated <= checkpoints[-1][4] <= BEFORE
+        # MirrorMaker 2 syncs the group's offset from the checkpoint it has made, which may reach its topic a moment
+        # later; an earlier checkpoint may hold an older sync's wider translation
+        checkpoint = wait_for(lambda: (c := self.newest_checkpoint()) is not None and c[4] >= translated and c, 60,
+                              0.2, f"{self.group}'s checkpoint of offset {translated}")
+        assert isinstance(checkpoint, tuple) and checkpoint[1:4] == (self.remote, 0, BEFORE)
+        assert BEFORE - LAG_MAX <= translated <= checkpoint[4] <= BEFORE
         _produce(self.source, self.topic, BEFORE, AFTER)  # producers stay on the old cluster
         read_after = _read(self.target, self.group, self.remote, f"{self.topic}-{BEFORE + AFTER - 1}", "error")
         # from the translated offset on, every record once, in order; nothing lost, at most LAG_MAX read twice
