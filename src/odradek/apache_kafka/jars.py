@@ -25,7 +25,8 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["BUNDLES", "STREAMS_VERSION", "artifacts", "cache_root", "ensure", "ensure_bundle", "streams"]
+__all__ = ["BUNDLES", "CONNECT", "STREAMS_VERSION", "artifacts", "cache_root", "connect_artifacts", "ensure",
+           "ensure_bundle", "streams"]
 
 Artifact = tuple[str, str, str]
 """(group, artifact, version), as a Maven dependency names it."""
@@ -97,7 +98,25 @@ def streams() -> list[Artifact]:
     ]
 
 
-BUNDLES: dict[str, Callable[[], list[Artifact]]] = {"kafka-streams": streams}
+CONNECT = "4.3.1"
+"""The newest Kafka Connect whose three artifacts all resolve from Maven Central: connect-runtime 4.4.0 does, but
+connect-file and connect-mirror 4.4.0 do not."""
+
+
+def connect_artifacts(version: str = CONNECT) -> list[Artifact]:
+    """Kafka Connect's distributed worker (``connect-runtime``), the FileStream connectors (``connect-file``) and
+    MirrorMaker 2 (``connect-mirror``), with the same log4j 2 backend and slf4j 1.x bridge as :func:`artifacts`
+    gives a 4.x broker (Connect logs through slf4j-api 1.7 as the broker does)."""
+    return [
+        ("org.apache.kafka", "connect-runtime", version),
+        ("org.apache.kafka", "connect-file", version),
+        ("org.apache.kafka", "connect-mirror", version),
+        ("org.apache.logging.log4j", "log4j-core", _LOG4J2),
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", _LOG4J2),
+    ]
+
+
+BUNDLES: dict[str, Callable[[], list[Artifact]]] = {"kafka-streams": streams, "connect": connect_artifacts}
 """Named sets of jars beyond a Kafka version's own (a JVM application and its dependencies), each fetched by
 ``make jars`` as well as on first use."""
 

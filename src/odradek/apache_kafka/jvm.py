@@ -98,11 +98,11 @@ def java_command(
     """``java ... -cp <extra>:<lib>/* main_class args`` for Kafka ``version`` (its jars fetched on first use).
 
     ``quick_start`` limits the JIT to C1: a JVM that lives a few seconds (a tool) starts faster, a long-lived one
-    (a broker under a benchmark) runs slower, so benches pass ``quick_start=False``. ``lib`` is a bundle's
-    directory (:func:`odradek.apache_kafka.jars.ensure_bundle`) in place of the version's own jars; the log
-    configuration stays the version's, so the bundle must log through the same backend.
+    (a broker under a benchmark) runs slower, so benches pass ``quick_start=False``. ``lib`` is a bundle's jars
+    (:func:`~odradek.apache_kafka.jars.ensure_bundle`) in place of the version's own; the log configuration is
+    still the version's.
     """
-    lib = lib or jars.ensure(version)
+    lib = lib if lib is not None else jars.ensure(version)
     cp = ":".join([*(str(p) for p in classpath), f"{lib}/*"])
     options = [f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *log_config(version, log)]
     if quick_start:
