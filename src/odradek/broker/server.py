@@ -38,6 +38,7 @@ from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.limits import ConnectionQuotas, LimitSettings, idle_expired
 from odradek.broker.link.acl_watch import AclWatch
+from odradek.broker.link.broker_configs import BrokerConfigService
 from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
@@ -161,6 +162,9 @@ class Broker:
             self.clock,
         )
         self.config_watch.entity_listeners.append(self.client_quotas.entity_changed)
+        self.broker_configs = BrokerConfigService(self.membership, config)
+        self.broker_configs.listeners.append(self._dynamic_config_changed)
+        self.config_watch.entity_listeners.append(self.broker_configs.entity_changed)
         self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed,
                                       security=self.outgoing)
         controller_props = config.properties()
@@ -176,6 +180,7 @@ class Broker:
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
             controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
+            broker_configs=self.broker_configs,
             apis=load_apis(), stats=self.replicas.stats, authorizer=self.authorizer,
             fetch_sessions=self.fetch_sessions,
         )
@@ -215,6 +220,10 @@ class Broker:
             self.stats.isr_changed(before, len(new_isr))
         return version
 
+    def _dynamic_config_changed(self) -> None:
+        """A dynamic broker config was applied to :attr:`config`: the parts that read it at start follow."""
+        self.replicas.apply_topic_defaults(self.config.topic_defaults())
+
     def _drop_offsets_of(self, topic: str) -> None:
         # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)
         spawn(self.groups.remove_offsets_for_topics([topic]), f"drop-offsets-{topic}")
@@ -234,6 +243,7 @@ class Broker:
             self.http = ObserveServer(self, make_registry(self, self.services.apis))
             http_port = self.metrics_port = await self.http.start(self.config.host, self.metrics_port)
         self.metadata.cluster_id = await self.membership.connect()
+        await self.broker_configs.load()  # before the logs open: they open with the dynamic log defaults
         overrides = await zn.read_all_topic_configs(self.membership.current())
         logs = LogManager(
             [Path(d) for d in self.config.log_dirs], self.clock, self.config.topic_defaults(), broker_id=self.broker_id,
