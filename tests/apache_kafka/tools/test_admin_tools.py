@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
 from tools_support import ACLS, LEADER_ELECTION, REASSIGN, TOPICS, TRANSACTIONS, Output, Pair
 
@@ -15,10 +14,6 @@ from kafka_clients import opened
 
 B = ("--bootstrap-server", "{bootstrap}")
 VARYING = ("TransactionDurationMs", "ProducerId")
-THROTTLE = ("the reassignment throttle is a dynamic broker config (leader/follower.replication.throttled.rate, "
-            "KIP-226), which odradek refuses: 'broker configs are static in odradek' (docs/compatibility.md)")
-
-
 def test_acls_without_an_authorizer(pair: Pair) -> None:
     out = pair.same(ACLS, *B, "--list")
     assert "SecurityDisabledException: No Authorizer is configured on the broker" in out.stdout + out.stderr
@@ -91,14 +86,12 @@ def test_reassign_generate_execute_list(pair: Pair, topic: str, tmp_path: Path) 
     pair.same(REASSIGN, *B, "--list")
 
 
-@pytest.mark.xfail(strict=True, reason=THROTTLE)
 def test_reassign_execute_with_throttle(pair: Pair, topic: str, tmp_path: Path) -> None:
     _topics, plan = _reassignment(tmp_path, topic)
     pair.same(TOPICS, *B, "--create", "--topic", topic)
     pair.same(REASSIGN, *B, "--execute", "--reassignment-json-file", str(plan), "--throttle", "1000000")
 
 
-@pytest.mark.xfail(strict=True, reason=THROTTLE + "; --verify clears the broker-level throttle whether set or not")
 def test_reassign_verify(pair: Pair, topic: str, tmp_path: Path) -> None:
     _topics, plan = _reassignment(tmp_path, topic)
     pair.same(TOPICS, *B, "--create", "--topic", topic)

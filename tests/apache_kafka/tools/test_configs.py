@@ -10,8 +10,6 @@ import pytest
 from tools_support import CONFIGS, TOPICS, Pair
 
 B = ("--bootstrap-server", "{bootstrap}")
-KIP_226 = ("odradek refuses dynamic broker configs (KIP-226, /config/brokers/<id> and <default>): 'Cannot update "
-           "these configs dynamically' (docs/compatibility.md; the differential corpus closes it)")
 
 
 def test_topic_configs(pair: Pair, topic: str) -> None:
@@ -54,14 +52,12 @@ def _broker_config(pair: Pair, entity: tuple[str, ...], name: str, value: str) -
         pair.run(CONFIGS, *B, *entity, "--alter", "--delete-config", name)
 
 
-@pytest.mark.xfail(strict=True, reason=KIP_226)
 def test_broker_configs_alter_per_broker(pair: Pair) -> None:
     entity = ("--entity-type", "brokers", "--entity-name", "1")
     with _broker_config(pair, entity, "log.cleaner.threads", "2"):
         pair.same(CONFIGS, *B, *entity, "--describe")
 
 
-@pytest.mark.xfail(strict=True, reason=KIP_226)
 def test_broker_configs_alter_cluster_default(pair: Pair) -> None:
     entity = ("--entity-type", "brokers", "--entity-default")
     with _broker_config(pair, entity, "min.insync.replicas", "1"):
