@@ -1,0 +1,161 @@
+"""Dynamic broker configs (KIP-226) on a real ZooKeeper: Kafka's znodes and notifications, the effects a change has
+on a running broker (the log defaults of topics without their own override, message.max.bytes on produce), and a
+restart that keeps them. The differential corpus and the tools tests compare the answers with Kafka 3.9's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
+from kazoo.client import KazooClient
+
+from brokers import wait_for
+from kafka_clients import opened
+from odradek.coordination.localzk import LocalZooKeeper
+
+
+class _Broker:
+    """One ``odradek broker`` process on the session's ZooKeeper, under a chroot of its own; restartable."""
+
+    def __init__(self, base: Path, zookeeper: str) -> None:
+        self.base, self.zookeeper = base, zookeeper
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.bootstrap = ""
+
+    def start(self) -> _Broker:
+        ready = self.base / "ready"
+        ready.unlink(missing_ok=True)
+        with open(self.base / "broker.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "odradek", "broker", "--id", "0", "--zookeeper", self.zookeeper, "--port", "0",
+                 "--data-dir", str(self.base / "data"), "--ready-file", str(ready)],
+                stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        wait_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="broker ready")
+        self.bootstrap = ready.read_text().strip().splitlines()[0].split("=", 1)[1]
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(60)
+
+
+@pytest.fixture
+def chroot(zookeeper: LocalZooKeeper) -> Iterator[tuple[KazooClient, str]]:
+    kz = KazooClient(hosts=zookeeper.hosts)
+    kz.start()
+    try:
+        yield kz, f"/kip226-{uuid.uuid4().hex[:8]}"
+    finally:
+        kz.stop()
+
+
+def _alter(admin: AdminClient, name: str, op: AlterConfigOpType, **configs: str) -> None:
+    resource = ConfigResource("broker", name, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=op) for k, v in configs.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def _config(admin: AdminClient, kind: str, name: str, key: str) -> ConfigEntry:
+    resource = ConfigResource(kind, name)
+    return admin.describe_configs([resource])[resource].result(30)[key]
+
+
+def _produce(bootstrap: str, topic: str, size: int) -> str | None:
+    """Produce one record of ``size`` bytes; the error's name, or None when it was appended."""
+    errors: list[str | None] = []
+    producer = opened(Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 10_000_000,
+                                "message.send.max.retries": 0}))
+    producer.produce(topic, b"x" * size, on_delivery=lambda err, _msg: errors.append(err and err.name()))
+    producer.flush(30)
+    return errors[0] if errors else "no delivery report"
+
+
+@pytest.mark.zookeeper
+def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
+    tmp_path: Path, zookeeper: LocalZooKeeper, chroot: tuple[KazooClient, str]
+) -> None:
+    kz, root = chroot
+    broker = _Broker(tmp_path, f"{zookeeper.hosts}{root}").start()
+    try:
+        admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
+        topics = [NewTopic("plain", 1, 1), NewTopic("own", 1, 1, config={"retention.ms": "1000"})]
+        for future in admin.create_topics(topics).values():
+            future.result(30)
+
+        _alter(admin, "", AlterConfigOpType.SET, log_retention_ms="3600000", log_segment_bytes="1048576")
+        _alter(admin, "0", AlterConfigOpType.SET, message_max_bytes="2000")
+
+        # the znodes and notifications exactly as Kafka's AdminZkClient writes them
+        assert json.loads(kz.get(f"{root}/config/brokers/<default>")[0]) == {
+            "version": 1, "config": {"log.retention.ms": "3600000", "log.segment.bytes": "1048576"}}
+        assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {
+            "version": 1, "config": {"message.max.bytes": "2000"}}
+        notes = [json.loads(kz.get(f"{root}/config/changes/{n}")[0])
+                 for n in kz.get_children(f"{root}/config/changes")]
+        assert {"version": 2, "entity_path": "brokers/<default>"} in notes
+        assert {"version": 2, "entity_path": "brokers/0"} in notes
+
+        def effects_hold() -> None:
+            retention = _config(admin, "topic", "plain", "retention.ms")
+            assert (retention.value, retention.source) == (
+                "3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+            assert _config(admin, "topic", "own", "retention.ms").value == "1000"  # its override wins
+            mmb = _config(admin, "broker", "0", "message.max.bytes")
+            assert (mmb.value, mmb.source, mmb.is_read_only) == (
+                "2000", ConfigSource.DYNAMIC_BROKER_CONFIG.value, False)
+            # the log takes the new message.max.bytes: a record over it is refused, one under it appended
+            assert _produce(broker.bootstrap, "plain", 5000) == "MSG_SIZE_TOO_LARGE"
+            assert _produce(broker.bootstrap, "plain", 500) is None
+
+        effects_hold()
+        broker.stop()
+        broker.start()
+        admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
+        wait_for(lambda: _config(admin, "topic", "plain", "retention.ms").value == "3600000", 30,
+                 what="the dynamic default read again after the restart")
+        effects_hold()
+
+        # deleted, the static level (here Kafka's defaults) is back
+        _alter(admin, "0", AlterConfigOpType.DELETE, message_max_bytes="")
+        assert _produce(broker.bootstrap, "plain", 5000) is None
+        assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {"version": 1, "config": {}}
+    finally:
+        broker.stop()
+
+
+def test_a_refused_change_leaves_nothing_behind(tmp_path: Path, zookeeper: LocalZooKeeper,
+                                                chroot: tuple[KazooClient, str]) -> None:
+    kz, root = chroot
+    broker = _Broker(tmp_path, f"{zookeeper.hosts}{root}").start()
+    try:
+        admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
+        with pytest.raises(KafkaException) as info:
+            _alter(admin, "", AlterConfigOpType.SET, log_cleaner_threads="2", advertised_listeners="PLAINTEXT://x:1")
+        assert info.value.args[0].str() == ("Cannot update these configs at default cluster level, broker id must "
+                                            "be specified: Set(advertised.listeners)")
+        assert kz.exists(f"{root}/config/brokers/<default>") is None
+        _alter(admin, "", AlterConfigOpType.SET, log_cleaner_threads="2")
+        resource = ConfigResource("broker", "0", incremental_configs=[
+            ConfigEntry("num.io.threads", "4", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource], validate_only=True)[resource].result(30)
+        assert kz.exists(f"{root}/config/brokers/0") is None, "validate_only writes nothing"
+        threads = _config(admin, "broker", "", "log.cleaner.threads")
+        assert (threads.value, threads.source) == ("2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    finally:
+        broker.stop()
