@@ -13,20 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewTopic,
-)
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic
 from kazoo.client import KazooClient
 
 from brokers import wait_for
 from kafka_clients import opened
+from odradek.admin import request_schema
+from odradek.client import KafkaConnection
 from odradek.coordination.localzk import LocalZooKeeper
+from odradek.errors import ErrorCode
+
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 44, 32
 
 
 class _Broker:
@@ -65,15 +63,37 @@ def chroot(zookeeper: LocalZooKeeper) -> Iterator[tuple[KazooClient, str]]:
         kz.stop()
 
 
-def _alter(admin: AdminClient, name: str, op: AlterConfigOpType, **configs: str) -> None:
-    resource = ConfigResource("broker", name, incremental_configs=[
-        ConfigEntry(k.replace("_", "."), v, incremental_operation=op) for k, v in configs.items()])
-    admin.incremental_alter_configs([resource])[resource].result(30)
+def _alter(bootstrap: str, name: str, op: AlterConfigOpType, *, validate_only: bool = False,
+           **configs: str) -> tuple[ErrorCode, str | None]:
+    """IncrementalAlterConfigs on one BROKER resource ("" is the cluster default, which confluent-kafka's
+    ConfigResource cannot name); the resource's error and message. Names are given with ``_`` for ``.``."""
+    with KafkaConnection(bootstrap) as conn:
+        version, cls, mod = request_schema(conn, INCREMENTAL_ALTER_CONFIGS, 1)
+        resource = mod.AlterConfigsResource(resource_type=4, resource_name=name, configs=tuple(
+            mod.AlterableConfig(name=k.replace("_", "."), config_operation=op.value, value=v)
+            for k, v in configs.items()))
+        result = conn.request(INCREMENTAL_ALTER_CONFIGS, cls(resources=(resource,), validate_only=validate_only),
+                              version).responses[0]
+    return ErrorCode(result.error_code), result.error_message
+
+
+def _set(bootstrap: str, name: str, **configs: str) -> None:
+    assert _alter(bootstrap, name, AlterConfigOpType.SET, **configs) == (ErrorCode.none, None)
 
 
 def _config(admin: AdminClient, kind: str, name: str, key: str) -> ConfigEntry:
     resource = ConfigResource(kind, name)
     return admin.describe_configs([resource])[resource].result(30)[key]
+
+
+def _default_config(bootstrap: str) -> dict[str, tuple[str | None, int]]:
+    """The cluster default's dynamic configs as DescribeConfigs lists them: value and source by name."""
+    with KafkaConnection(bootstrap) as conn:
+        version, cls, mod = request_schema(conn, DESCRIBE_CONFIGS, 4)
+        resource = mod.DescribeConfigsResource(resource_type=4, resource_name="", configuration_keys=None)
+        result = conn.request(DESCRIBE_CONFIGS, cls(resources=(resource,), include_synonyms=False),
+                              version).results[0]
+    return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
 def _produce(bootstrap: str, topic: str, size: int) -> str | None:
@@ -98,8 +118,8 @@ def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
         for future in admin.create_topics(topics).values():
             future.result(30)
 
-        _alter(admin, "", AlterConfigOpType.SET, log_retention_ms="3600000", log_segment_bytes="1048576")
-        _alter(admin, "0", AlterConfigOpType.SET, message_max_bytes="2000")
+        _set(broker.bootstrap, "", log_retention_ms="3600000", log_segment_bytes="1048576")
+        _set(broker.bootstrap, "0", message_max_bytes="2000")
 
         # the znodes and notifications exactly as Kafka's AdminZkClient writes them
         assert json.loads(kz.get(f"{root}/config/brokers/<default>")[0]) == {
@@ -132,30 +152,31 @@ def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
         effects_hold()
 
         # deleted, the static level (here Kafka's defaults) is back
-        _alter(admin, "0", AlterConfigOpType.DELETE, message_max_bytes="")
+        assert _alter(broker.bootstrap, "0", AlterConfigOpType.DELETE, message_max_bytes="") == (ErrorCode.none, None)
         assert _produce(broker.bootstrap, "plain", 5000) is None
         assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {"version": 1, "config": {}}
     finally:
         broker.stop()
 
 
+@pytest.mark.zookeeper
 def test_a_refused_change_leaves_nothing_behind(tmp_path: Path, zookeeper: LocalZooKeeper,
                                                 chroot: tuple[KazooClient, str]) -> None:
     kz, root = chroot
     broker = _Broker(tmp_path, f"{zookeeper.hosts}{root}").start()
     try:
-        admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
-        with pytest.raises(KafkaException) as info:
-            _alter(admin, "", AlterConfigOpType.SET, log_cleaner_threads="2", advertised_listeners="PLAINTEXT://x:1")
-        assert info.value.args[0].str() == ("Cannot update these configs at default cluster level, broker id must "
-                                            "be specified: Set(advertised.listeners)")
+        bootstrap = broker.bootstrap
+        assert _alter(bootstrap, "", AlterConfigOpType.SET, log_cleaner_threads="2",
+                      advertised_listeners="PLAINTEXT://x:1") == (
+            ErrorCode.invalid_request,
+            "Cannot update these configs at default cluster level, broker id must be specified: "
+            "Set(advertised.listeners)")
         assert kz.exists(f"{root}/config/brokers/<default>") is None
-        _alter(admin, "", AlterConfigOpType.SET, log_cleaner_threads="2")
-        resource = ConfigResource("broker", "0", incremental_configs=[
-            ConfigEntry("num.io.threads", "4", incremental_operation=AlterConfigOpType.SET)])
-        admin.incremental_alter_configs([resource], validate_only=True)[resource].result(30)
+        assert _alter(bootstrap, "0", AlterConfigOpType.SET, validate_only=True, num_io_threads="4") == (
+            ErrorCode.none, None)
         assert kz.exists(f"{root}/config/brokers/0") is None, "validate_only writes nothing"
-        threads = _config(admin, "broker", "", "log.cleaner.threads")
-        assert (threads.value, threads.source) == ("2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        _set(bootstrap, "", log_cleaner_threads="2")
+        assert _default_config(bootstrap) == {
+            "log.cleaner.threads": ("2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)}
     finally:
         broker.stop()
