@@ -9,6 +9,8 @@ from collections.abc import Iterator
 import pytest
 from tools_support import CONFIGS, TOPICS, Pair
 
+from brokers import wait_for
+
 B = ("--bootstrap-server", "{bootstrap}")
 
 
@@ -47,6 +49,10 @@ def _broker_config(pair: Pair, entity: tuple[str, ...], name: str, value: str) -
     the session's, and a cluster default left behind shows in every later topic's description."""
     try:
         pair.same(CONFIGS, *B, *entity, "--alter", "--add-config", f"{name}={value}")
+        # each broker applies it when the change notification reaches it, after the tool has its answer
+        wait_for(lambda: all(f"{name}={value}" in out.stdout
+                             for out in pair.run(CONFIGS, *B, *entity, "--describe").values()),
+                 60, what=f"{name}={value} applied on both brokers")
         yield
     finally:
         pair.run(CONFIGS, *B, *entity, "--alter", "--delete-config", name)
