@@ -28,23 +28,26 @@ INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 44, 32
 
 
 class _Broker:
-    """One ``odradek broker`` process on the session's ZooKeeper, under a chroot of its own; restartable."""
+    """One ``odradek broker`` process on the session's ZooKeeper, under a chroot of its own; a restart binds the
+    port the first start got (a dynamic ``advertised.listeners`` names it)."""
 
     def __init__(self, base: Path, zookeeper: str) -> None:
         self.base, self.zookeeper = base, zookeeper
         self.proc: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
+        self.port = 0
 
     def start(self) -> _Broker:
         ready = self.base / "ready"
         ready.unlink(missing_ok=True)
         with open(self.base / "broker.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "odradek", "broker", "--id", "0", "--zookeeper", self.zookeeper, "--port", "0",
-                 "--data-dir", str(self.base / "data"), "--ready-file", str(ready)],
+                [sys.executable, "-m", "odradek", "broker", "--id", "0", "--zookeeper", self.zookeeper,
+                 "--port", str(self.port), "--data-dir", str(self.base / "data"), "--ready-file", str(ready)],
                 stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         wait_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="broker ready")
         self.bootstrap = ready.read_text().strip().splitlines()[0].split("=", 1)[1]
+        self.port = self.port or int(self.bootstrap.rsplit(":", 1)[1])
         return self
 
     def stop(self) -> None:
@@ -96,6 +99,21 @@ def _default_config(bootstrap: str) -> dict[str, tuple[str | None, int]]:
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
+def _advertised(bootstrap: str) -> tuple[str, int]:
+    """Broker 0's address as Metadata gives it, once it is no longer 127.0.0.1 (the controller sends new metadata
+    after the broker re-registers)."""
+    admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
+
+    def address() -> tuple[str, int] | None:
+        broker = admin.list_topics(timeout=10).brokers[0]
+        return (broker.host, broker.port) if broker.host != "127.0.0.1" else None
+
+    wait_for(address, 30, what="the new advertised address in Metadata")
+    found = address()
+    assert found is not None
+    return found
+
+
 def _produce(bootstrap: str, topic: str, size: int) -> str | None:
     """Produce one record of ``size`` bytes; the error's name, or None when it was appended."""
     errors: list[str | None] = []
@@ -144,17 +162,26 @@ def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
             assert _produce(broker.bootstrap, "plain", 500) is None
 
         effects_hold()
+
+        # a new advertised address: the broker registers it in place and Metadata names it
+        port = int(broker.bootstrap.rsplit(":", 1)[1])
+        _set(broker.bootstrap, "0", advertised_listeners=f"PLAINTEXT://localhost:{port}")
+        assert _advertised(broker.bootstrap) == ("localhost", port)
+        assert json.loads(kz.get(f"{root}/brokers/ids/0")[0])["host"] == "localhost"
+
         broker.stop()
         broker.start()
         admin = opened(AdminClient({"bootstrap.servers": broker.bootstrap}))
         wait_for(lambda: _config(admin, "topic", "plain", "retention.ms").value == "3600000", 30,
                  what="the dynamic default read again after the restart")
         effects_hold()
+        assert _advertised(broker.bootstrap)[0] == "localhost"
 
         # deleted, the static level (here Kafka's defaults) is back
         assert _alter(broker.bootstrap, "0", AlterConfigOpType.DELETE, message_max_bytes="") == (ErrorCode.none, None)
         assert _produce(broker.bootstrap, "plain", 5000) is None
-        assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {"version": 1, "config": {}}
+        assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {
+            "version": 1, "config": {"advertised.listeners": f"PLAINTEXT://localhost:{port}"}}
     finally:
         broker.stop()
 

@@ -188,6 +188,7 @@ class Broker:
         self.http: ObserveServer | None = None
         self._servers: list[asyncio.Server | TlsServer] = []
         self._bound_ports: dict[str, int] = {}
+        self._http_port = -1
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -223,6 +224,30 @@ class Broker:
     def _dynamic_config_changed(self) -> None:
         """A dynamic broker config was applied to :attr:`config`: the parts that read it at start follow."""
         self.replicas.apply_topic_defaults(self.config.topic_defaults())
+        if self._bound_ports:
+            self._readvertise()
+
+    def _readvertise(self) -> None:
+        """A dynamic ``advertised.listeners``: the new endpoints (a port of 0: the listener's own) are registered in
+        place, as Kafka's DynamicListenerConfig re-registers the broker; listeners themselves stay bound as they
+        were, and a value that names a listener the broker does not have is logged and left unapplied."""
+        try:
+            wanted = listener_config(self.config.values, self.config.host, self.config.port)
+        except ValueError as exc:
+            log.error("broker %d: advertised.listeners not applied: %s", self.broker_id, exc)
+            return
+        advertised: dict[str, tuple[str, int]] = {}
+        for listener in wanted.advertised:
+            if listener.name not in self._bound_ports:
+                log.error("broker %d: advertised.listeners not applied: no listener %s", self.broker_id, listener.name)
+                return
+            advertised[listener.name] = (advertised_host(listener), listener.port or self._bound_ports[listener.name])
+        if advertised == self.advertised:
+            return
+        self.advertised = advertised
+        self.host, self.port = next(iter(advertised.values()))
+        registration = self._registration()
+        spawn(self.membership.update_registration(registration), f"broker-{self.broker_id}-readvertise")
 
     def _drop_offsets_of(self, topic: str) -> None:
         # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)
@@ -260,10 +285,8 @@ class Broker:
             loop.call_soon_threadsafe(self._log_dir_failed, logs, directory)
 
         logs.on_dir_failure.append(dir_failed)
-        await self.membership.register(Registration(
-            self.broker_id, self.host, self.port, self.config.rack, http_port,
-            endpoints=tuple(zn.Endpoint(name, host, port) for name, (host, port) in self.advertised.items()),
-            protocol_map={name: self.listeners.protocol_map[name] for name in self.advertised}))
+        self._http_port = http_port
+        await self.membership.register(self._registration())
         await self.controller.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
         self.running = True
@@ -271,6 +294,12 @@ class Broker:
         log.info("broker %d listening on %s (log dirs %s)", self.broker_id,
                  ",".join(f"{name}://{host}:{port}" for name, (host, port) in self.advertised.items()),
                  ",".join(self.config.log_dirs))
+
+    def _registration(self) -> Registration:
+        return Registration(
+            self.broker_id, self.host, self.port, self.config.rack, self._http_port,
+            endpoints=tuple(zn.Endpoint(name, host, port) for name, (host, port) in self.advertised.items()),
+            protocol_map={name: self.listeners.protocol_map[name] for name in self.advertised})
 
     async def _open_listeners(self) -> None:
         """Bind every listener (port 0: each its own free port) and work out what each advertises."""
