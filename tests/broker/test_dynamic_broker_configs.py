@@ -4,6 +4,7 @@ restart that keeps them. The differential corpus and the tools tests compare the
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -23,8 +24,10 @@ from odradek.admin import request_schema
 from odradek.client import KafkaConnection
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.errors import ErrorCode
+from odradek.placement.model import TopicPartition
+from odradek.testing import start_cluster
 
-INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS = 44, 32
+INCREMENTAL_ALTER_CONFIGS, DESCRIBE_CONFIGS, ALTER_PARTITION_REASSIGNMENTS = 44, 32, 45
 
 
 class _Broker:
@@ -99,19 +102,12 @@ def _default_config(bootstrap: str) -> dict[str, tuple[str | None, int]]:
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
-def _advertised(bootstrap: str) -> tuple[str, int]:
-    """Broker 0's address as Metadata gives it, once it is no longer 127.0.0.1 (the controller sends new metadata
-    after the broker re-registers)."""
+def _advertised(bootstrap: str, host: str) -> None:
+    """Wait until Metadata gives broker 0 at ``host`` (the controller sends new metadata after the broker
+    re-registers)."""
     admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
-
-    def address() -> tuple[str, int] | None:
-        broker = admin.list_topics(timeout=10).brokers[0]
-        return (broker.host, broker.port) if broker.host != "127.0.0.1" else None
-
-    wait_for(address, 30, what="the new advertised address in Metadata")
-    found = address()
-    assert found is not None
-    return found
+    wait_for(lambda: admin.list_topics(timeout=10).brokers[0].host == host, 30,
+             what=f"broker 0 advertised at {host} in Metadata")
 
 
 def _produce(bootstrap: str, topic: str, size: int) -> str | None:
@@ -166,8 +162,12 @@ def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
         # a new advertised address: the broker registers it in place and Metadata names it
         port = int(broker.bootstrap.rsplit(":", 1)[1])
         _set(broker.bootstrap, "0", advertised_listeners=f"PLAINTEXT://localhost:{port}")
-        assert _advertised(broker.bootstrap) == ("localhost", port)
+        _advertised(broker.bootstrap, "localhost")
         assert json.loads(kz.get(f"{root}/brokers/ids/0")[0])["host"] == "localhost"
+        # and back (the restart below then needs no name resolution)
+        assert _alter(broker.bootstrap, "0", AlterConfigOpType.DELETE, advertised_listeners="") == (
+            ErrorCode.none, None)
+        _advertised(broker.bootstrap, "127.0.0.1")
 
         broker.stop()
         broker.start()
@@ -175,13 +175,11 @@ def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
         wait_for(lambda: _config(admin, "topic", "plain", "retention.ms").value == "3600000", 30,
                  what="the dynamic default read again after the restart")
         effects_hold()
-        assert _advertised(broker.bootstrap)[0] == "localhost"
 
         # deleted, the static level (here Kafka's defaults) is back
         assert _alter(broker.bootstrap, "0", AlterConfigOpType.DELETE, message_max_bytes="") == (ErrorCode.none, None)
         assert _produce(broker.bootstrap, "plain", 5000) is None
-        assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {
-            "version": 1, "config": {"advertised.listeners": f"PLAINTEXT://localhost:{port}"}}
+        assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {"version": 1, "config": {}}
     finally:
         broker.stop()
 
@@ -207,3 +205,49 @@ def test_a_refused_change_leaves_nothing_behind(tmp_path: Path, zookeeper: Local
             "log.cleaner.threads": ("2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)}
     finally:
         broker.stop()
+
+
+def test_the_reassignment_throttle_holds_back_a_catching_up_replica(tmp_path: Path) -> None:
+    """``leader.replication.throttled.rate`` on the leader and ``leader.replication.throttled.replicas`` on the topic,
+    as ``kafka-reassign-partitions --throttle`` sets them: a new replica outside the ISR gets no records while the
+    leader's throttled bytes run above the rate, and catches up once the rate is deleted. Fetches are 10 kB, so the
+    first one (ten 1 kB batches) already puts the 11-second windowed rate (about 1 kB/s) above the 100 B/s bound."""
+    cluster = start_cluster(tmp_path / "cluster", 2, overrides={"replica.fetch.max.bytes": "10000"})
+    try:
+        leader, follower = cluster.cluster.brokers[0], cluster.cluster.brokers[1]
+        bootstrap0 = f"{leader.host}:{leader.port}"
+        admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
+        admin.create_topics([NewTopic("moving", num_partitions=1, replica_assignment=[[0]])])["moving"].result(30)
+        producer = opened(Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "batch.num.messages": 1}))
+        for _ in range(100):
+            producer.produce("moving", b"x" * 1000, partition=0)
+        assert producer.flush(30) == 0
+        quota = leader.replicas.leader_quota
+        _set(bootstrap0, "0", leader_replication_throttled_rate="100")
+        topic = ConfigResource("topic", "moving", incremental_configs=[ConfigEntry(
+            "leader.replication.throttled.replicas", "0:0", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([topic])[topic].result(30)
+        wait_for(lambda: quota.bound == 100 and quota.is_throttled("moving", 0), 30, what="the throttle applied")
+
+        controller = cluster.cluster.brokers[cluster.wait_for_controller()]
+        with KafkaConnection(f"{controller.host}:{controller.port}") as conn:
+            version, cls, mod = request_schema(conn, ALTER_PARTITION_REASSIGNMENTS, 0)
+            moved = mod.ReassignableTopic(name="moving", partitions=(
+                mod.ReassignablePartition(partition_index=0, replicas=(0, 1)),))
+            answer = conn.request(ALTER_PARTITION_REASSIGNMENTS,
+                                  cls(timeout=datetime.timedelta(seconds=30), topics=(moved,)), version)
+        assert answer.error_code == 0 and answer.responses[0].partitions[0].error_code == 0
+
+        wait_for(lambda: quota.withheld > 0, 60, what="a follower fetch held back by the throttle")
+        end = leader.replicas.partitions[TopicPartition("moving", 0)].log.log_end_offset
+        assert _alter(bootstrap0, "0", AlterConfigOpType.DELETE, leader_replication_throttled_rate="") == (
+            ErrorCode.none, None)
+        wait_for(lambda: quota.bound is None, 30, what="the throttle removed")
+
+        def caught_up() -> bool:
+            part = follower.replicas.partitions.get(TopicPartition("moving", 0))
+            return part is not None and part.log.log_end_offset == end
+
+        wait_for(caught_up, 60, what="the new replica caught up once the throttle is gone")
+    finally:
+        cluster.close()

@@ -20,6 +20,7 @@ from odradek.broker.log import LogManager
 from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.stats import BrokerStats
 from odradek.broker.topic_config import ConfigValue
 from odradek.clock import Clock
@@ -69,6 +70,8 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.stats = BrokerStats()
         """Messages and bytes appended as leader, per topic (the broker shares this with its metrics)."""
+        self.leader_quota = ReplicationQuota(broker_id)
+        """The replication throttle followers' fetches get (a reassignment's ``--throttle``)."""
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
@@ -185,6 +188,7 @@ class ReplicaManager:
 
     def apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
         self._log_manager().update_config(topic, configs)
+        self.leader_quota.set_topic(topic, configs)
         self._refresh_min_isr(topic)
 
     def apply_topic_defaults(self, defaults: Mapping[str, ConfigValue]) -> None:

@@ -9,7 +9,6 @@ followed by a startup, as Kafka does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from odradek.controller.deletion import DeletionManager
 from odradek.controller.events import BrokerChange
@@ -17,7 +16,6 @@ from odradek.controller.machines import PartitionStateMachine, ReplicaStateMachi
 from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.shared import Shared
 from odradek.controller.states import PartitionState, ReplicaState
-from odradek.coordination import WatchedEvent
 from odradek.coordination.znodes import BrokerRegistration, Endpoint
 
 log = logging.getLogger("odradek.controller")
@@ -41,14 +39,9 @@ class BrokerManager:
         """Failover: every registered broker is live, and gets a channel."""
         shared = self._shared
         for broker_id, (registration, broker_epoch) in (
-            await shared.store.brokers(shared.watch("brokers", BrokerChange), self._data_watch)
+            await shared.store.brokers(shared.watch("brokers", BrokerChange))
         ).items():
             self._add_live(broker_id, registration, broker_epoch)
-
-    def _data_watch(self, broker_id: int) -> Callable[[WatchedEvent], None]:
-        """One broker's znode changed in place (or went): handled as a broker change, whose in-place case sends
-        every broker the new metadata (Kafka's BrokerModifications, onBrokerUpdate)."""
-        return self._shared.watch(("broker", broker_id), BrokerChange)
 
     def _endpoint(self, registration: BrokerRegistration) -> Endpoint:
         listener = self._shared.config.listener
@@ -67,7 +60,7 @@ class BrokerManager:
     async def on_change(self) -> None:
         shared = self._shared
         ctx = shared.ctx
-        current = await shared.store.brokers(shared.watch("brokers", BrokerChange), self._data_watch)
+        current = await shared.store.brokers(shared.watch("brokers", BrokerChange))
         known = dict(ctx.broker_epochs)
         new = sorted(b for b in current if b not in known)
         dead = sorted(b for b in known if b not in current)

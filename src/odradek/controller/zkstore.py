@@ -159,16 +159,10 @@ class ControllerStore:
 
     # ---------------------------------------------------------------------------------------- reads
 
-    async def brokers(
-        self, watch: WatchCallback | None, data_watch: Callable[[int], WatchCallback] | None = None,
-    ) -> dict[int, tuple[BrokerRegistration, int]]:
-        """Live brokers with their epochs (the czxid of their registration). With ``data_watch`` each broker's
-        znode is watched too, as Kafka's BrokerModificationsHandler watches it (new endpoints written in place)."""
+    async def brokers(self, watch: WatchCallback | None) -> dict[int, tuple[BrokerRegistration, int]]:
+        """Live brokers with their epochs (the czxid of their registration)."""
         names = await self.session.children(BROKER_IDS, watch=watch)
         ids = sorted(int(n) for n in names if n.isdigit())
-        if data_watch is not None:
-            for broker_id in ids:
-                await self.session.exists(broker_path(broker_id), watch=data_watch(broker_id))
         results = await self.session.get_many([broker_path(b) for b in ids])
         out: dict[int, tuple[BrokerRegistration, int]] = {}
         for broker_id, result in zip(ids, results, strict=True):

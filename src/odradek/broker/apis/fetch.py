@@ -334,6 +334,7 @@ def _read_all(
     services = ctx.services
     replicas = services.replicas
     follower = replica_id >= 0
+    now_ms = replicas.clock.monotonic_ms()
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
     budget = max_bytes
     total = 0
@@ -373,12 +374,23 @@ def _read_all(
                         idle.aborted_transactions = []
                     results.append(idle)
                     continue
+                throttled = follower and replicas.leader_quota.is_throttled(name, fp.partition)
+                if throttled and replica_id not in part.isr and replicas.leader_quota.exceeded(now_ms):
+                    # Kafka's shouldLeaderThrottle: a catching-up follower gets no records while over the rate
+                    replicas.leader_quota.withheld += 1
+                    waitable.append((part, lso))
+                    if seen is not None:
+                        seen.append((fp, part, False))
+                    results.append(FetchPartitionResult(fp.partition, 0, hw, lso, start))
+                    continue
                 result = FetchPartitionResult(fp.partition)
                 results.append(result)
                 read = plog.read(
                     offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw, min_one=total == 0,
                     read_committed=committed,
                 )
+                if throttled:
+                    replicas.leader_quota.record(read.size, now_ms)
                 result.records = read.buffers
                 result.size = read.size
                 result.aborted_transactions = read.aborted_transactions
