@@ -10,7 +10,7 @@ Others learn about leadership through :class:`LeadershipListener` (the group coo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,7 +21,9 @@ from odradek.broker.log import LogManager
 from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.stats import BrokerStats
+from odradek.broker.topic_config import ConfigValue
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError, RecordValidationError
 from odradek.placement.model import TopicPartition
@@ -71,6 +73,8 @@ class ReplicaManager:
         """Messages and bytes appended as leader, per topic (the broker shares this with its metrics)."""
         self.parked_fetches = ParkedFollowerFetches()
         """Followers' fetches parked here, which an append to a partition they do not watch yet answers."""
+        self.leader_quota = ReplicationQuota(broker_id)
+        """The replication throttle followers' fetches get (a reassignment's ``--throttle``)."""
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
@@ -191,8 +195,20 @@ class ReplicaManager:
 
     def apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
         self._log_manager().update_config(topic, configs)
+        self.leader_quota.set_topic(topic, configs)
+        self._refresh_min_isr(topic)
+
+    def apply_topic_defaults(self, defaults: Mapping[str, ConfigValue]) -> None:
+        """The broker's topic-config defaults changed (a dynamic broker config): logs and min.insync.replicas of
+        every topic without its own override follow. Before the logs are attached there is nothing to change."""
+        if self.logs is None:
+            return
+        self.logs.update_defaults(defaults)
+        self._refresh_min_isr(None)
+
+    def _refresh_min_isr(self, topic: str | None) -> None:
         for (t, _i), part in self.partitions.items():
-            if t == topic:
+            if topic is None or t == topic:
                 part.min_isr = max(1, min(int(part.log.config.min_insync_replicas), len(part.replicas) or 1))
 
     # --- background work and shutdown ------------------------------------------------------------------------

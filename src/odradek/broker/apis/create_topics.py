@@ -67,7 +67,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                         is_sensitive=e.sensitive,
                     )
-                    for e in describe(validate_overrides(configs), services.config.topic_defaults())
+                    for e in describe(validate_overrides(configs), services.config.topic_default_levels())
                 )
         except KafkaError as exc:
             error, message = exc.code, exc.message

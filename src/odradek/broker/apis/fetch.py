@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -357,6 +357,7 @@ def _read_all(
     services = ctx.services
     replicas = services.replicas
     follower = replica_id >= 0
+    now_ms = replicas.clock.monotonic_ms()
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
     budget = max_bytes
     total = 0
@@ -397,8 +398,18 @@ def _read_all(
                         idle.aborted_transactions = []
                     results.append(idle)
                     continue
+                throttled = follower and replicas.leader_quota.is_throttled(name, fp.partition)
+                if throttled and replica_id not in part.isr and replicas.leader_quota.exceeded(now_ms):
+                    # Kafka's shouldLeaderThrottle: a catching-up follower gets no records while over the rate
+                    replicas.leader_quota.withheld += 1
+                    waitable.append((part, lso))
+                    if seen is not None:
+                        seen.append((fp, part, False))
+                    results.append(FetchPartitionResult(fp.partition, 0, hw, lso, start))
+                    continue
                 result = FetchPartitionResult(fp.partition)
                 results.append(result)
+                record_throttled = (lambda size: replicas.leader_quota.record(size, now_ms)) if throttled else None
                 try:
                     read = plog.read(
                         offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw,
@@ -406,11 +417,13 @@ def _read_all(
                     )
                 except WouldBlock:  # on the disk, not in the page cache: read on a thread once the others are read
                     cold.append(_ColdRead(result, part, offset, fp.partition_max_bytes, None if follower else hw,
-                                          follower))
+                                          follower, record_throttled))
                     waitable.append((part, lso))
                     if seen is not None:
                         seen.append((fp, part, False))
                     continue
+                if record_throttled is not None:
+                    record_throttled(read.size)
                 result.records = read.buffers
                 result.size = read.size
                 result.aborted_transactions = read.aborted_transactions
@@ -448,6 +461,7 @@ class _ColdRead:
     max_bytes: int
     upper: int | None
     follower: bool
+    record_throttled: Callable[[int], None] | None  # the replication throttle counts what a throttled read sends
 
 
 async def _read_cold(cold: list[_ColdRead], budget: int, total: int, committed: bool) -> int:
@@ -470,6 +484,8 @@ async def _read_cold(cold: list[_ColdRead], budget: int, total: int, committed: 
             if committed:
                 result.aborted_transactions = []
             continue
+        if c.record_throttled is not None:
+            c.record_throttled(read.size)
         result.records = read.buffers
         result.size = read.size
         result.aborted_transactions = read.aborted_transactions

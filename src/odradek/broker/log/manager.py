@@ -458,6 +458,15 @@ class LogManager:
                 plog.update_config(config)
         return config
 
+    def update_defaults(self, defaults: Mapping[str, ConfigValue]) -> None:
+        """New broker-level topic defaults (a dynamic broker config changed): every log whose topic does not
+        override a changed name adopts it, as Kafka's DynamicLogConfig.reconfigure updates each log's config."""
+        self.defaults = dict(defaults)
+        for (topic, _), plog in self._logs.items():
+            config = self._config_for(topic)
+            if plog.config != config:
+                plog.update_config(config)
+
     def delete_partition(self, topic: str, partition: int) -> None:
         """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic: the log is gone for every reader at once),
         then remove the files. A crash in between is finished by the next :meth:`load`."""
