@@ -138,7 +138,7 @@ def time_writes(spark, bootstrap: str, parquet_path: str, records: int, partitio
         topic = f"bench-spark-out-{fmt}-{len(rows)}-{os.getpid()}"
         for future in admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=60).values():
             future.result()
-        writer = spark.read.parquet(parquet_path).select("key", "value").write.format(fmt)
+        writer = spark.read.parquet(parquet_path).select("key", "value").write.format(fmt).mode("append")
         for name, value in {"kafka.bootstrap.servers": bootstrap, "topic": topic, **extra}.items():
             writer = writer.option(name, value)
         _, seconds, _ = timed(label, writer.save)
