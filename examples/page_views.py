@@ -84,7 +84,21 @@ def start_queries(spark: SparkSession, bootstrap: str, topic: str, out_topic: st
         .option("checkpointLocation", str(workdir / "checkpoint-parquet"))
         .outputMode("append")
     )
-    return [to_topic.trigger(processingTime="1 second").start(), to_parquet.trigger(processingTime="1 second").start()]
+    first = to_topic.trigger(processingTime="1 second").start()
+    _first_batch_planned(first)
+    return [first, to_parquet.trigger(processingTime="1 second").start()]
+
+
+def _first_batch_planned(query, timeout_s: float = 120.0) -> None:
+    """Wait until ``query`` reports progress (or stops, or ``timeout_s`` passes).
+
+    Starting a query starts Python processes on the driver (the data source's planners), and Spark gives each one
+    10 s to connect back. Two queries starting at once on a small, busy machine can miss that deadline, so the
+    second query starts once the first is running.
+    """
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.lastProgress is None and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def parquet_totals(spark: SparkSession, workdir: Path) -> Counter[tuple[str, int]]:
