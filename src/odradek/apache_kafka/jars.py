@@ -116,7 +116,29 @@ def connect_artifacts(version: str = CONNECT) -> list[Artifact]:
     ]
 
 
-BUNDLES: dict[str, Callable[[], list[Artifact]]] = {"kafka-streams": streams, "connect": connect_artifacts}
+SPARK_CONNECTOR = "spark-sql-kafka"
+"""The bundle of Spark's own Kafka connector (``format("kafka")``), handed to Spark through ``spark.jars``."""
+
+SPARK_VERSION = "4.2.0"
+"""pyspark's pin in pyproject's ``spark`` extra: the newest Spark whose connector Maven Central holds (it has none
+for 4.3.0), used when pyspark is not installed."""
+
+
+def spark_connector_artifacts() -> list[Artifact]:
+    """spark-sql-kafka-0-10 at the installed pyspark's version (the connector calls Spark internals, so the two must
+    match); Maven adds kafka-clients, commons-pool2 and the token provider."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("pyspark")
+    except metadata.PackageNotFoundError:
+        version = SPARK_VERSION
+    return [("org.apache.spark", "spark-sql-kafka-0-10_2.13", version)]
+
+
+BUNDLES: dict[str, Callable[[], list[Artifact]]] = {
+    "kafka-streams": streams, "connect": connect_artifacts, SPARK_CONNECTOR: spark_connector_artifacts,
+}
 """Named sets of jars beyond a Kafka version's own (a JVM application and its dependencies), each fetched by
 ``make jars`` as well as on first use."""
 
