@@ -1,0 +1,190 @@
+"""A mixed cluster for tests: Apache Kafka 3.9 brokers and ``odradek broker`` processes on one ZooKeeper chroot.
+
+Each kind gets its own broker ids. Which kind holds the controller is decided by who starts first, as on a real
+cluster: the first broker up creates ``/controller``. The Kafka brokers run at the ``inter.broker.protocol.version``
+they are given, because that decides which controller request versions both sides must speak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+from kio.index import load_request_schema
+
+from brokers import wait_for
+from odradek.apache_kafka import KAFKA_3, KafkaCluster
+from odradek.client import KafkaConnection
+from odradek.coordination.znodes import CONTROLLER, ControllerRegistration
+from odradek.errors import ErrorCode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+
+from workload import partition_view
+
+INIT_PRODUCER_ID = 22
+ODRADEK_OVERRIDES = {
+    "zookeeper.session.timeout.ms": "6000", "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+}
+KAFKA_OVERRIDES = {
+    "zookeeper.session.timeout.ms": 6000, "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+    "controlled.shutdown.retry.backoff.ms": 500,
+}
+
+
+class OdradekBroker:
+    """One ``odradek broker`` process on the shared chroot; restarts keep its id, data directory and port."""
+
+    def __init__(self, broker_id: int, zookeeper_connect: str, base: Path,
+                 overrides: Mapping[str, str] | None = None) -> None:
+        self.broker_id = broker_id
+        self.zookeeper_connect = zookeeper_connect
+        self.data_dir = base / f"odradek-{broker_id}"
+        self.ready = base / f"odradek-{broker_id}.ready"
+        self.log_path = base / f"odradek-{broker_id}.log"
+        self.overrides = {**ODRADEK_OVERRIDES, **(overrides or {})}
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> OdradekBroker:
+        self.ready.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(self.broker_id),
+               "--zookeeper", self.zookeeper_connect, "--port", str(self.port), "--data-dir", str(self.data_dir),
+               "--ready-file", str(self.ready)]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+        def ready() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"odradek broker {self.broker_id} exited: {self.log_text()[-3000:]}")
+            return self.ready.exists()
+
+        wait_for(ready, 90, what=f"odradek broker {self.broker_id} ready")
+        self.port = int(self.ready.read_text().splitlines()[0].rsplit(":", 1)[1])
+        return self
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """SIGTERM (a controlled shutdown) or SIGKILL; waits for the process to end."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(90)
+        self.proc = None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class MixedCluster:
+    """Kafka 3.9 brokers and odradek brokers, each with the ids given, on one fresh chroot of ``zookeeper``."""
+
+    def __init__(self, base: Path, zookeeper: str, *, kafka_ids: Sequence[int], odradek_ids: Sequence[int],
+                 ibp: str) -> None:
+        self.base = base
+        self.zookeeper = zookeeper
+        self.ibp = ibp
+        self.kafka = KafkaCluster(base / "kafka", version=KAFKA_3, zookeeper=zookeeper, broker_ids=kafka_ids,
+                                  overrides={**KAFKA_OVERRIDES, "inter.broker.protocol.version": ibp})
+        self.chroot = self.kafka.chroot
+        self.odradek = {i: OdradekBroker(i, self.kafka.zookeeper_connect, base) for i in odradek_ids}
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker of both kinds that is running."""
+        return ",".join([b.address for b in self.kafka.brokers if b.running()]
+                        + [b.address for b in self.odradek.values() if b.proc is not None])
+
+    def start_kafka(self) -> None:
+        self.kafka.start()
+
+    def start_odradek(self) -> None:
+        for b in self.odradek.values():
+            b.start()
+
+    def stop(self) -> None:
+        for b in self.odradek.values():
+            b.stop(signal.SIGKILL)
+        self.kafka.kill()
+
+    @contextlib.contextmanager
+    def zk(self) -> Iterator[KazooClient]:
+        client = KazooClient(hosts=f"{self.zookeeper}{self.chroot}")
+        client.start(30)
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
+
+    def kafka_errors(self) -> list[str]:
+        """ERROR lines of every Kafka broker's log, each with the three lines after it (the exception and where it
+        was thrown). The test log configuration sends the controller's and the
+        state-change logger's lines to this one file (``server.log``) rather than to files of their own."""
+        errors: list[str] = []
+        for b in self.kafka.brokers:
+            if not b.server_log.exists():
+                continue
+            lines = b.server_log.read_text(errors="replace").splitlines()
+            errors += ["\n".join(lines[i:i + 4]) for i, ln in enumerate(lines) if "] ERROR " in ln]
+        return errors
+
+    def odradek_problems(self) -> list[str]:
+        """Lines of the odradek brokers' logs that say a request of the other kind was not understood or failed."""
+        pattern = re.compile(r"closing connection|Traceback|ERROR")
+        return [ln for b in self.odradek.values() for ln in b.log_text().splitlines() if pattern.search(ln)]
+
+
+def controller_id(cluster: MixedCluster) -> int | None:
+    """Who holds ``/controller``, read with odradek's codec whichever kind wrote it."""
+    with cluster.zk() as zk:
+        try:
+            data, _ = zk.get(CONTROLLER)
+        except NoNodeError:
+            return None
+    return ControllerRegistration.from_json(data).broker_id
+
+
+def wait_full_isr(bootstrap: str, topic: str, partitions: int, replicas: int, timeout: float = 120) -> Any:
+    """Until every partition has a leader and all ``replicas`` in its ISR, as the metadata of ``bootstrap`` says."""
+    def full() -> Any:
+        view = partition_view(bootstrap, topic)
+        if len(view) != partitions:
+            return None
+        ok = all(leader >= 0 and len(isr) == replicas and sorted(isr) == sorted(reps)
+                 for leader, reps, isr in view.values())
+        return view if ok else None
+
+    return wait_for(full, timeout, interval=0.5, what=f"full ISRs of {topic} via {bootstrap}")
+
+
+def init_producer_id(address: str) -> int:
+    """An idempotent producer's id from the broker at ``address`` (InitProducerId without a transactional id)."""
+    with KafkaConnection(address) as conn:
+        version = conn.version_for(INIT_PRODUCER_ID, 4)
+        cls = load_request_schema(INIT_PRODUCER_ID, version)
+        kwargs: dict[str, Any] = {"transactional_id": None, "transaction_timeout": datetime.timedelta(seconds=60)}
+        if "producer_id" in cls.__dataclass_fields__:
+            kwargs.update(producer_id=-1, producer_epoch=-1)
+        response = conn.request(INIT_PRODUCER_ID, cls(**kwargs), version)
+    assert response.error_code == ErrorCode.none, ErrorCode(response.error_code)
+    return int(response.producer_id)

@@ -1,0 +1,101 @@
+"""A Kafka 3.9 controller and odradek brokers on one ZooKeeper: one Kafka broker (id 1, started first, so it wins
+``/controller``) and two odradek brokers (ids 2 and 3), Kafka at ``inter.broker.protocol.version=2.6``.
+
+odradek reads every znode Kafka's controller and broker wrote; Kafka's controller reads odradek's registrations and
+sends them LeaderAndIsr v4, UpdateMetadata v6 and StopReplica v3, which they obey; an odradek broker asks Kafka's
+controller for a controlled shutdown; replicas of both kinds replicate each other under an idempotent acks=all load.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+
+import pytest
+from mixed_support import MixedCluster, controller_id, wait_full_isr
+from workload import Load, check_nothing_lost, create_replicated_topic, partition_view, read_back
+
+from brokers import wait_for
+from odradek.coordination import znodes as zn
+from odradek.coordination.localzk import LocalZooKeeper
+
+pytestmark = pytest.mark.zookeeper
+
+KAFKA_ID = 1
+ODRADEK_IDS = (2, 3)
+TOPIC = "mixed-kc"
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[MixedCluster]:
+    mixed = MixedCluster(tmp_path_factory.mktemp("mixed-kafka-controller"), zookeeper.hosts,
+                         kafka_ids=[KAFKA_ID], odradek_ids=ODRADEK_IDS, ibp="2.6")
+    try:
+        mixed.start_kafka()
+        wait_for(lambda: controller_id(mixed) == KAFKA_ID, 60, what="Kafka broker 1 elected controller")
+        mixed.start_odradek()
+        yield mixed
+    finally:
+        mixed.stop()
+
+
+def test_odradek_reads_the_znodes_kafka_wrote(cluster: MixedCluster) -> None:
+    with cluster.zk() as zk:
+        registration = zn.BrokerRegistration.from_json(zk.get(zn.broker_path(KAFKA_ID))[0], zn.broker_path(KAFKA_ID))
+        assert registration.version == 4  # IBP 2.6: features (version 5) came with 2.7
+        assert [str(e) for e in registration.endpoints] == [f"PLAINTEXT://{cluster.kafka.brokers[0].address}"]
+        assert registration.jmx_port == -1 and registration.rack is None
+        assert zn.ControllerRegistration.from_json(zk.get(zn.CONTROLLER)[0]).broker_id == KAFKA_ID
+        assert zn.decode_controller_epoch(zk.get(zn.CONTROLLER_EPOCH)[0]) >= 1
+        assert zn.ClusterId.from_json(zk.get(zn.CLUSTER_ID)[0]).id
+        feature = zn.FeatureZnode.from_json(zk.get(zn.FEATURE)[0])
+        assert (feature.version, feature.enabled, dict(feature.features)) == (1, False, {})  # IBP < 2.7
+
+
+def test_kafka_reads_the_registrations_odradek_wrote(cluster: MixedCluster) -> None:
+    """Kafka's controller read ``/brokers/ids/2`` and ``/3`` and told its own broker where they listen."""
+    from odradek.admin import metadata
+    from odradek.client import KafkaConnection
+
+    def brokers_seen_by_kafka() -> dict[int, str]:
+        with KafkaConnection(cluster.kafka.brokers[0].address) as conn:
+            response = metadata(conn, [])
+        return {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+
+    expected = {KAFKA_ID: cluster.kafka.brokers[0].address} | {i: b.address for i, b in cluster.odradek.items()}
+    wait_for(lambda: brokers_seen_by_kafka() == expected, 60, what="Kafka's metadata listing the odradek brokers")
+
+
+def test_an_rf3_topic_replicates_across_kinds_through_a_controlled_shutdown(cluster: MixedCluster) -> None:
+    kafka_address = cluster.kafka.brokers[0].address
+    create_replicated_topic(kafka_address, TOPIC, PARTITIONS)  # through Kafka: its controller assigns and elects
+    view = wait_full_isr(kafka_address, TOPIC, PARTITIONS, 3)
+    assert {leader for leader, _r, _i in view.values()} == {KAFKA_ID, *ODRADEK_IDS}  # each kind leads a partition
+    with cluster.zk() as zk:
+        assignment = zn.TopicAssignment.from_json(zk.get(zn.topic_path(TOPIC))[0], zn.topic_path(TOPIC))
+        assert assignment.topic_id is None  # topic ids came with IBP 2.8
+        for p in range(PARTITIONS):
+            path = zn.partition_state_path(TOPIC, p)
+            state = zn.PartitionState.from_json(zk.get(path)[0], path)
+            assert sorted(state.isr) == [1, 2, 3] and state.leader_recovery_state == 0
+
+    load = Load(cluster.bootstrap, TOPIC, PARTITIONS)
+    try:
+        load.progress(300)
+        odradek = cluster.odradek[ODRADEK_IDS[0]]
+        odradek.stop(signal.SIGTERM)  # asks Kafka's controller (ControlledShutdown v3) to move its leaderships
+        assert "Controlled shutdown request returned successfully" in odradek.log_text()
+        load.progress(300)
+        odradek.start()
+        wait_full_isr(kafka_address, TOPIC, PARTITIONS, 3)
+        load.progress(300)
+    finally:
+        load.finish()
+    assert not load.fatal_errors(), load.fatal_errors()
+    check_nothing_lost(load, read_back(cluster.bootstrap, TOPIC, PARTITIONS))
+    for b in cluster.odradek.values():  # odradek's metadata (from Kafka's UpdateMetadata) agrees with Kafka's
+        wait_for(lambda b=b: partition_view(b.address, TOPIC) == partition_view(kafka_address, TOPIC), 30,
+                 what=f"odradek broker {b.broker_id}'s metadata agreeing with Kafka's")
+    assert cluster.kafka_errors() == []
+    assert cluster.odradek_problems() == []

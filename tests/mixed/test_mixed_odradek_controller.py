@@ -1,0 +1,103 @@
+"""An odradek controller and a Kafka 3.9 broker on one ZooKeeper: two odradek brokers (ids 1 and 2, started first,
+so one of them wins ``/controller``) and one Kafka broker (id 3) at ``inter.broker.protocol.version=2.6``.
+
+Kafka reads the znodes odradek wrote (``/cluster/id``, ``/controller``, topics with odradek's topic ids); it obeys
+odradek's LeaderAndIsr v4, UpdateMetadata v6 and StopReplica v3, replicates from odradek leaders and leads
+partitions odradek replicates; it asks odradek's controller for a controlled shutdown (ControlledShutdown v3); both
+kinds hand out producer ids from the one ``/latest_producer_id_block``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from mixed_support import MixedCluster, controller_id, init_producer_id, wait_full_isr
+from workload import Load, check_nothing_lost, create_replicated_topic, partition_view, read_back
+
+from brokers import wait_for
+from odradek.admin import metadata
+from odradek.client import KafkaConnection
+from odradek.coordination import znodes as zn
+from odradek.coordination.localzk import LocalZooKeeper
+
+pytestmark = pytest.mark.zookeeper
+
+ODRADEK_IDS = (1, 2)
+KAFKA_ID = 3
+TOPIC = "mixed-oc"
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[MixedCluster]:
+    mixed = MixedCluster(tmp_path_factory.mktemp("mixed-odradek-controller"), zookeeper.hosts,
+                         kafka_ids=[KAFKA_ID], odradek_ids=ODRADEK_IDS, ibp="2.6")
+    try:
+        mixed.start_odradek()
+        wait_for(lambda: controller_id(mixed) in ODRADEK_IDS, 60, what="an odradek broker elected controller")
+        mixed.start_kafka()
+        yield mixed
+    finally:
+        mixed.stop()
+
+
+def test_kafka_joins_on_the_znodes_and_metadata_odradek_wrote(cluster: MixedCluster) -> None:
+    kafka = cluster.kafka.brokers[0].address
+    with cluster.zk() as zk:
+        cluster_id = zn.ClusterId.from_json(zk.get(zn.CLUSTER_ID)[0]).id
+        kafka_registration = zn.BrokerRegistration.from_json(zk.get(zn.broker_path(KAFKA_ID))[0],
+                                                             zn.broker_path(KAFKA_ID))
+    assert kafka_registration.version == 4
+    controller = controller_id(cluster)
+    expected = {KAFKA_ID: kafka} | {i: b.address for i, b in cluster.odradek.items()}
+
+    def kafka_metadata() -> bool:
+        with KafkaConnection(kafka) as conn:
+            response = metadata(conn, [])
+        return (response.cluster_id == cluster_id and response.controller_id == controller
+                and {b.node_id: f"{b.host}:{b.port}" for b in response.brokers} == expected)
+
+    # The cluster id Kafka read from /cluster/id; the brokers and the controller id from odradek's UpdateMetadata.
+    wait_for(kafka_metadata, 60, what="Kafka's metadata naming odradek's cluster id, controller and brokers")
+
+
+def test_both_kinds_take_producer_ids_from_one_block_znode(cluster: MixedCluster) -> None:
+    addresses = [cluster.kafka.brokers[0].address] + [b.address for b in cluster.odradek.values()]
+    ids = [init_producer_id(a) for a in addresses for _ in range(2)]
+    assert len(set(ids)) == len(ids), ids
+    with cluster.zk() as zk:
+        block = json.loads(zk.get("/latest_producer_id_block")[0])
+    assert int(block["block_end"]) >= max(ids) and block["broker"] in (KAFKA_ID, *ODRADEK_IDS)
+    # blocks are 1000 ids wide on both kinds: three brokers hold three different blocks
+    assert len({i // 1000 for i in ids}) == len(addresses)
+
+
+def test_an_rf3_topic_replicates_across_kinds_through_kafkas_controlled_shutdown(cluster: MixedCluster) -> None:
+    odradek_address = cluster.odradek[ODRADEK_IDS[0]].address
+    create_replicated_topic(odradek_address, TOPIC, PARTITIONS)  # through odradek: its controller assigns
+    view = wait_full_isr(odradek_address, TOPIC, PARTITIONS, 3)
+    assert {leader for leader, _r, _i in view.values()} == {KAFKA_ID, *ODRADEK_IDS}  # each kind leads a partition
+    with cluster.zk() as zk:
+        assignment = zn.TopicAssignment.from_json(zk.get(zn.topic_path(TOPIC))[0], zn.topic_path(TOPIC))
+    assert assignment.topic_id is not None and len(assignment.topic_id) == 22  # Kafka's base64 form
+
+    kafka = cluster.kafka.brokers[0]
+    load = Load(cluster.bootstrap, TOPIC, PARTITIONS)
+    try:
+        load.progress(300)
+        kafka.stop()  # SIGTERM: Kafka asks odradek's controller to move its leaderships first
+        assert "Controlled shutdown request returned successfully" in kafka.server_log.read_text(errors="replace")
+        load.progress(300)
+        kafka.start()
+        wait_full_isr(odradek_address, TOPIC, PARTITIONS, 3)
+        load.progress(300)
+    finally:
+        load.finish()
+    assert not load.fatal_errors(), load.fatal_errors()
+    check_nothing_lost(load, read_back(cluster.bootstrap, TOPIC, PARTITIONS))
+    wait_for(lambda: partition_view(kafka.address, TOPIC) == partition_view(odradek_address, TOPIC), 30,
+             what="Kafka's metadata (from odradek's UpdateMetadata) agreeing with odradek's")
+    assert cluster.kafka_errors() == []
+    assert cluster.odradek_problems() == []
