@@ -161,7 +161,7 @@ class MixedCluster:
 
     def odradek_problems(self) -> list[str]:
         """Lines of the odradek brokers' logs that say a request of the other kind was not understood or failed."""
-        pattern = re.compile(r"closing connection|Traceback|ERROR")
+        pattern = re.compile(r"closing connection|Traceback|ERROR|corrupt batch")
         return [ln for b in self.odradek.values() for ln in b.log_text().splitlines() if pattern.search(ln)]
 
 

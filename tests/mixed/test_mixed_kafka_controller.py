@@ -99,3 +99,30 @@ def test_an_rf3_topic_replicates_across_kinds_through_a_controlled_shutdown(clus
                  what=f"odradek broker {b.broker_id}'s metadata agreeing with Kafka's")
     assert cluster.kafka_errors() == []
     assert cluster.odradek_problems() == []
+
+
+def test_the_kafka_controller_killed_an_odradek_broker_takes_over_and_leads_the_kafka_broker(
+    cluster: MixedCluster,
+) -> None:
+    topic = f"{TOPIC}-failover"
+    odradek_address = cluster.odradek[ODRADEK_IDS[0]].address
+    create_replicated_topic(odradek_address, topic, PARTITIONS)
+    wait_full_isr(odradek_address, topic, PARTITIONS, 3)
+    kafka = cluster.kafka.brokers[0]
+    load = Load(cluster.bootstrap, topic, PARTITIONS)
+    try:
+        load.progress(300)
+        kafka.kill()  # SIGKILL: its session expires and an odradek broker wins /controller
+        wait_for(lambda: controller_id(cluster) in ODRADEK_IDS, 60, what="an odradek broker taking the controller")
+        load.progress(300)
+        kafka.start()  # now a follower of odradek's controller
+        wait_full_isr(odradek_address, topic, PARTITIONS, 3)
+        load.progress(300)
+    finally:
+        load.finish()
+    assert not load.fatal_errors(), load.fatal_errors()
+    check_nothing_lost(load, read_back(cluster.bootstrap, topic, PARTITIONS))
+    wait_for(lambda: partition_view(kafka.address, topic) == partition_view(odradek_address, topic), 30,
+             what="Kafka's metadata (now from odradek's controller) agreeing with odradek's")
+    assert cluster.kafka_errors() == []
+    assert cluster.odradek_problems() == []

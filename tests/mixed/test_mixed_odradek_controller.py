@@ -10,6 +10,7 @@ kinds hand out producer ids from the one ``/latest_producer_id_block``.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -99,5 +100,32 @@ def test_an_rf3_topic_replicates_across_kinds_through_kafkas_controlled_shutdown
     check_nothing_lost(load, read_back(cluster.bootstrap, TOPIC, PARTITIONS))
     wait_for(lambda: partition_view(kafka.address, TOPIC) == partition_view(odradek_address, TOPIC), 30,
              what="Kafka's metadata (from odradek's UpdateMetadata) agreeing with odradek's")
+    assert cluster.kafka_errors() == []
+    assert cluster.odradek_problems() == []
+
+
+def test_the_odradek_controller_killed_the_cluster_carries_on_under_the_next(cluster: MixedCluster) -> None:
+    """Whichever broker wins ``/controller`` next (the other odradek broker or the Kafka broker), the killed one
+    comes back as a follower of it and every ISR fills again."""
+    topic = f"{TOPIC}-failover"
+    kafka_address = cluster.kafka.brokers[0].address
+    old = controller_id(cluster)
+    assert old in ODRADEK_IDS
+    # CreateTopics goes to the controller: a Kafka broker that is not the controller answers NOT_CONTROLLER
+    create_replicated_topic(cluster.odradek[old].address, topic, PARTITIONS)
+    wait_full_isr(kafka_address, topic, PARTITIONS, 3)
+    load = Load(cluster.bootstrap, topic, PARTITIONS)
+    try:
+        load.progress(300)
+        cluster.odradek[old].stop(signal.SIGKILL)
+        wait_for(lambda: controller_id(cluster) not in (None, old), 60, what="a new controller")
+        load.progress(300)
+        cluster.odradek[old].start()
+        wait_full_isr(kafka_address, topic, PARTITIONS, 3)
+        load.progress(300)
+    finally:
+        load.finish()
+    assert not load.fatal_errors(), load.fatal_errors()
+    check_nothing_lost(load, read_back(cluster.bootstrap, topic, PARTITIONS))
     assert cluster.kafka_errors() == []
     assert cluster.odradek_problems() == []
