@@ -49,8 +49,9 @@ class OdradekBroker:
     """One ``odradek broker`` process on the shared chroot; restarts keep its id, data directory and port."""
 
     def __init__(self, broker_id: int, zookeeper_connect: str, base: Path,
-                 overrides: Mapping[str, str] | None = None) -> None:
+                 overrides: Mapping[str, str] | None = None, rack: str | None = None) -> None:
         self.broker_id = broker_id
+        self.rack = rack
         self.zookeeper_connect = zookeeper_connect
         self.data_dir = base / f"odradek-{broker_id}"
         self.ready = base / f"odradek-{broker_id}.ready"
@@ -63,7 +64,7 @@ class OdradekBroker:
         self.ready.unlink(missing_ok=True)
         cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(self.broker_id),
                "--zookeeper", self.zookeeper_connect, "--port", str(self.port), "--data-dir", str(self.data_dir),
-               "--ready-file", str(self.ready)]
+               "--ready-file", str(self.ready), *(["--rack", self.rack] if self.rack else [])]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         with open(self.log_path, "ab") as log:
@@ -99,14 +100,21 @@ class MixedCluster:
     """Kafka 3.9 brokers and odradek brokers, each with the ids given, on one fresh chroot of ``zookeeper``."""
 
     def __init__(self, base: Path, zookeeper: str, *, kafka_ids: Sequence[int], odradek_ids: Sequence[int],
-                 ibp: str) -> None:
+                 ibp: str, racks: Mapping[int, str] | None = None) -> None:
+        """``racks``: broker id -> ``broker.rack`` (Kafka's is cluster-wide here, so give one Kafka broker a rack)."""
         self.base = base
         self.zookeeper = zookeeper
         self.ibp = ibp
+        racks = dict(racks or {})
+        kafka_racks = {racks[i] for i in kafka_ids if i in racks}
+        if len(kafka_racks) > 1:
+            raise ValueError("the Kafka brokers of a MixedCluster share one broker.rack")
         self.kafka = KafkaCluster(base / "kafka", version=KAFKA_3, zookeeper=zookeeper, broker_ids=kafka_ids,
-                                  overrides={**KAFKA_OVERRIDES, "inter.broker.protocol.version": ibp})
+                                  overrides={**KAFKA_OVERRIDES, "inter.broker.protocol.version": ibp,
+                                             **({"broker.rack": kafka_racks.pop()} if kafka_racks else {})})
         self.chroot = self.kafka.chroot
-        self.odradek = {i: OdradekBroker(i, self.kafka.zookeeper_connect, base) for i in odradek_ids}
+        self.odradek = {i: OdradekBroker(i, self.kafka.zookeeper_connect, base, rack=racks.get(i))
+                        for i in odradek_ids}
 
     @property
     def bootstrap(self) -> str:

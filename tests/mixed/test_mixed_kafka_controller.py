@@ -25,12 +25,13 @@ KAFKA_ID = 1
 ODRADEK_IDS = (2, 3)
 TOPIC = "mixed-kc"
 PARTITIONS = 3
+RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[MixedCluster]:
     mixed = MixedCluster(tmp_path_factory.mktemp("mixed-kafka-controller"), zookeeper.hosts,
-                         kafka_ids=[KAFKA_ID], odradek_ids=ODRADEK_IDS, ibp="2.6")
+                         kafka_ids=[KAFKA_ID], odradek_ids=ODRADEK_IDS, ibp="2.6", racks=RACKS)
     try:
         mixed.start_kafka()
         wait_for(lambda: controller_id(mixed) == KAFKA_ID, 60, what="Kafka broker 1 elected controller")
@@ -45,7 +46,7 @@ def test_odradek_reads_the_znodes_kafka_wrote(cluster: MixedCluster) -> None:
         registration = zn.BrokerRegistration.from_json(zk.get(zn.broker_path(KAFKA_ID))[0], zn.broker_path(KAFKA_ID))
         assert registration.version == 4  # IBP 2.6: features (version 5) came with 2.7
         assert [str(e) for e in registration.endpoints] == [f"PLAINTEXT://{cluster.kafka.brokers[0].address}"]
-        assert registration.jmx_port == -1 and registration.rack is None
+        assert registration.jmx_port == -1 and registration.rack == RACKS[KAFKA_ID]
         assert zn.ControllerRegistration.from_json(zk.get(zn.CONTROLLER)[0]).broker_id == KAFKA_ID
         assert zn.decode_controller_epoch(zk.get(zn.CONTROLLER_EPOCH)[0]) >= 1
         assert zn.ClusterId.from_json(zk.get(zn.CLUSTER_ID)[0]).id
@@ -54,16 +55,18 @@ def test_odradek_reads_the_znodes_kafka_wrote(cluster: MixedCluster) -> None:
 
 
 def test_kafka_reads_the_registrations_odradek_wrote(cluster: MixedCluster) -> None:
-    """Kafka's controller read ``/brokers/ids/2`` and ``/3`` and told its own broker where they listen."""
+    """Kafka's controller read ``/brokers/ids/2`` and ``/3`` and told its own broker where they listen, and their
+    racks."""
     from odradek.admin import metadata
     from odradek.client import KafkaConnection
 
-    def brokers_seen_by_kafka() -> dict[int, str]:
+    def brokers_seen_by_kafka() -> dict[int, tuple[str, str | None]]:
         with KafkaConnection(cluster.kafka.brokers[0].address) as conn:
             response = metadata(conn, [])
-        return {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+        return {b.node_id: (f"{b.host}:{b.port}", b.rack) for b in response.brokers}
 
-    expected = {KAFKA_ID: cluster.kafka.brokers[0].address} | {i: b.address for i, b in cluster.odradek.items()}
+    expected = {KAFKA_ID: (cluster.kafka.brokers[0].address, RACKS[KAFKA_ID])} | {
+        i: (b.address, RACKS[i]) for i, b in cluster.odradek.items()}
     wait_for(lambda: brokers_seen_by_kafka() == expected, 60, what="Kafka's metadata listing the odradek brokers")
 
 
