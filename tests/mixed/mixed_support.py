@@ -122,6 +122,12 @@ class MixedCluster:
         return ",".join([b.address for b in self.kafka.brokers if b.running()]
                         + [b.address for b in self.odradek.values() if b.proc is not None])
 
+    def address(self, broker_id: int) -> str:
+        """``host:port`` of the broker with this id, of either kind."""
+        if broker_id in self.odradek:
+            return self.odradek[broker_id].address
+        return self.kafka.broker(broker_id).address
+
     def start_kafka(self) -> None:
         self.kafka.start()
 

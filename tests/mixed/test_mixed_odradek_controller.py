@@ -14,11 +14,15 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from mixed_support import MixedCluster, controller_id, init_producer_id, wait_full_isr
 from workload import Load, check_nothing_lost, create_replicated_topic, partition_view, read_back
 
 from brokers import wait_for
+from kafka_clients import opened
 from odradek.admin import metadata
+from odradek.broker.group.schema import partition_for
 from odradek.client import KafkaConnection
 from odradek.coordination import znodes as zn
 from odradek.coordination.localzk import LocalZooKeeper
@@ -127,5 +131,73 @@ def test_the_odradek_controller_killed_the_cluster_carries_on_under_the_next(clu
         load.finish()
     assert not load.fatal_errors(), load.fatal_errors()
     check_nothing_lost(load, read_back(cluster.bootstrap, topic, PARTITIONS))
+    assert cluster.kafka_errors() == []
+    assert cluster.odradek_problems() == []
+
+
+def _group_moving(cluster: MixedCluster, old: int, new: int) -> str:
+    """A group id whose ``__consumer_offsets`` partition is led by ``old`` and whose controlled-shutdown successor
+    (the first other ISR member in assignment order) is ``new``: stopping ``old`` moves its coordinator to ``new``."""
+    view = partition_view(cluster.bootstrap, "__consumer_offsets")
+    for n in range(10_000):
+        group = f"mixed-group-{n}"
+        leader, replicas, isr = view[partition_for(group, len(view))]
+        if leader == old and [r for r in replicas if r in isr and r != old][:1] == [new]:
+            return group
+    raise AssertionError(f"no group led by {old} with {new} next: {view}")
+
+
+@pytest.mark.parametrize(("old", "new"), [(KAFKA_ID, ODRADEK_IDS[0]), (ODRADEK_IDS[0], KAFKA_ID)],
+                         ids=["kafka-to-odradek", "odradek-to-kafka"])
+def test_committed_offsets_survive_the_group_coordinator_moving_to_the_other_kind(
+    cluster: MixedCluster, old: int, new: int,
+) -> None:
+    """A group commits through a coordinator of one kind; that broker stops (controlled), the ``__consumer_offsets``
+    partition's leadership moves to a broker of the other kind that replicated the commit records, and that new
+    coordinator reads them and serves the same committed offsets."""
+    topic = f"{TOPIC}-group-{old}"
+    controller = controller_id(cluster)  # either kind, after the failover above
+    assert controller is not None
+    create_replicated_topic(cluster.address(controller), topic, PARTITIONS)
+    wait_full_isr(cluster.bootstrap, topic, PARTITIONS, 3)
+    wait_full_isr(cluster.bootstrap, "__consumer_offsets", 50, 3)
+    group = _group_moving(cluster, old, new)
+    producer = opened(Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True}))
+    for i in range(300):
+        producer.produce(topic, value=b"%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+
+    consumer = opened(Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                                "enable.auto.commit": False, "auto.offset.reset": "earliest"}))
+    consumer.subscribe([topic])
+    seen = 0
+
+    def read_all() -> bool:
+        nonlocal seen
+        seen += sum(1 for m in consumer.consume(500, 0.5) if m.error() is None)
+        return seen >= 300
+
+    wait_for(read_all, 60, what="the group reading every record")
+    consumer.commit(asynchronous=False)
+    consumer.close()
+
+    def coordinator() -> int:
+        admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
+        return int(admin.describe_consumer_groups([group])[group].result(30).coordinator.id)
+
+    assert coordinator() == old
+    stop_broker = cluster.kafka.brokers[0].stop if old == KAFKA_ID else cluster.odradek[old].stop
+    stop_broker()  # SIGTERM: a controlled shutdown moves the offsets partition's leadership to ``new``
+    wait_for(lambda: coordinator() == new, 60, what=f"broker {new} becoming the group's coordinator")
+    resumed = opened(Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                               "enable.auto.commit": False}))
+    committed = resumed.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    assert {tp.partition: tp.offset for tp in committed} == {p: 100 for p in range(PARTITIONS)}
+    resumed.close()
+    if old == KAFKA_ID:
+        cluster.kafka.brokers[0].start()
+    else:
+        cluster.odradek[old].start()
+    wait_full_isr(cluster.bootstrap, topic, PARTITIONS, 3)
     assert cluster.kafka_errors() == []
     assert cluster.odradek_problems() == []
