@@ -14,7 +14,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from odradek.errors import ErrorCode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
 
-from workload import partition_view
+from workload import Load, check_nothing_lost, partition_view, read_back
 
 INIT_PRODUCER_ID = 22
 ODRADEK_OVERRIDES = {
@@ -128,10 +128,23 @@ class MixedCluster:
             return self.odradek[broker_id].address
         return self.kafka.broker(broker_id).address
 
-    def start_kafka(self) -> None:
-        self.kafka.start()
+    def start(self, first: str) -> MixedCluster:
+        """Start the ``first`` kind (``"kafka"`` or ``"odradek"``), wait until one of its brokers holds
+        ``/controller``, then start the other kind; everything started is stopped if any of it fails."""
+        kafka_ids = {b.node_id for b in self.kafka.brokers}
+        starts = [(self.kafka.start, kafka_ids), (self._start_odradek, set(self.odradek))]
+        if first == "odradek":
+            starts.reverse()
+        try:
+            starts[0][0]()
+            wait_for(lambda: controller_id(self) in starts[0][1], 60, what=f"a {first} broker elected controller")
+            starts[1][0]()
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
-    def start_odradek(self) -> None:
+    def _start_odradek(self) -> None:
         for b in self.odradek.values():
             b.start()
 
@@ -139,6 +152,12 @@ class MixedCluster:
         for b in self.odradek.values():
             b.stop(signal.SIGKILL)
         self.kafka.kill()
+
+    def __enter__(self) -> MixedCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     @contextlib.contextmanager
     def zk(self) -> Iterator[KazooClient]:
@@ -213,3 +232,24 @@ def init_producer_id(address: str) -> int:
         response = conn.request(INIT_PRODUCER_ID, cls(**kwargs), version)
     assert response.error_code == ErrorCode.none, ErrorCode(response.error_code)
     return int(response.producer_id)
+
+
+def load_through(cluster: MixedCluster, topic: str, partitions: int, fault: Callable[[], None],
+                 recover: Callable[[], None]) -> None:
+    """An idempotent acks=all load on ``topic`` through every running broker, kept up across ``fault`` and
+    ``recover`` until every ISR is full again; then no acknowledged record is lost, duplicated or reordered and
+    neither kind logged a problem with the other."""
+    load = Load(cluster.bootstrap, topic, partitions)
+    try:
+        load.progress(300)
+        fault()
+        load.progress(300)
+        recover()
+        wait_full_isr(cluster.bootstrap, topic, partitions, 3)
+        load.progress(300)
+    finally:
+        load.finish()
+    assert not load.fatal_errors(), load.fatal_errors()
+    check_nothing_lost(load, read_back(cluster.bootstrap, topic, partitions))
+    assert cluster.kafka_errors() == []
+    assert cluster.odradek_problems() == []

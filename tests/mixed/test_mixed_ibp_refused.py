@@ -31,13 +31,8 @@ KAFKA_ID = 2
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[MixedCluster]:
     mixed = MixedCluster(tmp_path_factory.mktemp("mixed-ibp-refused"), zookeeper.hosts,
                          kafka_ids=[KAFKA_ID], odradek_ids=[ODRADEK_ID], ibp="3.9")
-    try:
-        mixed.start_odradek()
-        wait_for(lambda: controller_id(mixed) == ODRADEK_ID, 60, what="odradek broker 1 elected controller")
-        mixed.start_kafka()
+    with mixed.start("odradek"):
         yield mixed
-    finally:
-        mixed.stop()
 
 
 def test_odradeks_controller_refuses_a_kafka_broker_at_ibp_39(cluster: MixedCluster) -> None:

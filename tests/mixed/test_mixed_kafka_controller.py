@@ -12,8 +12,8 @@ import signal
 from collections.abc import Iterator
 
 import pytest
-from mixed_support import MixedCluster, controller_id, wait_full_isr
-from workload import Load, check_nothing_lost, create_replicated_topic, partition_view, read_back
+from mixed_support import MixedCluster, controller_id, load_through, wait_full_isr
+from workload import create_replicated_topic, partition_view
 
 from brokers import wait_for
 from odradek.coordination import znodes as zn
@@ -32,13 +32,8 @@ RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c"}
 def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[MixedCluster]:
     mixed = MixedCluster(tmp_path_factory.mktemp("mixed-kafka-controller"), zookeeper.hosts,
                          kafka_ids=[KAFKA_ID], odradek_ids=ODRADEK_IDS, ibp="2.6", racks=RACKS)
-    try:
-        mixed.start_kafka()
-        wait_for(lambda: controller_id(mixed) == KAFKA_ID, 60, what="Kafka broker 1 elected controller")
-        mixed.start_odradek()
+    with mixed.start("kafka"):
         yield mixed
-    finally:
-        mixed.stop()
 
 
 def test_odradek_reads_the_znodes_kafka_wrote(cluster: MixedCluster) -> None:
@@ -83,25 +78,16 @@ def test_an_rf3_topic_replicates_across_kinds_through_a_controlled_shutdown(clus
             state = zn.PartitionState.from_json(zk.get(path)[0], path)
             assert sorted(state.isr) == [1, 2, 3] and state.leader_recovery_state == 0
 
-    load = Load(cluster.bootstrap, TOPIC, PARTITIONS)
-    try:
-        load.progress(300)
-        odradek = cluster.odradek[ODRADEK_IDS[0]]
-        odradek.stop(signal.SIGTERM)  # asks Kafka's controller (ControlledShutdown v3) to move its leaderships
+    odradek = cluster.odradek[ODRADEK_IDS[0]]
+
+    def controlled_shutdown() -> None:  # asks Kafka's controller (ControlledShutdown v3) to move its leaderships
+        odradek.stop(signal.SIGTERM)
         assert "Controlled shutdown request returned successfully" in odradek.log_text()
-        load.progress(300)
-        odradek.start()
-        wait_full_isr(kafka_address, TOPIC, PARTITIONS, 3)
-        load.progress(300)
-    finally:
-        load.finish()
-    assert not load.fatal_errors(), load.fatal_errors()
-    check_nothing_lost(load, read_back(cluster.bootstrap, TOPIC, PARTITIONS))
+
+    load_through(cluster, TOPIC, PARTITIONS, controlled_shutdown, odradek.start)
     for b in cluster.odradek.values():  # odradek's metadata (from Kafka's UpdateMetadata) agrees with Kafka's
         wait_for(lambda b=b: partition_view(b.address, TOPIC) == partition_view(kafka_address, TOPIC), 30,
                  what=f"odradek broker {b.broker_id}'s metadata agreeing with Kafka's")
-    assert cluster.kafka_errors() == []
-    assert cluster.odradek_problems() == []
 
 
 def test_the_kafka_controller_killed_an_odradek_broker_takes_over_and_leads_the_kafka_broker(
@@ -112,20 +98,11 @@ def test_the_kafka_controller_killed_an_odradek_broker_takes_over_and_leads_the_
     create_replicated_topic(odradek_address, topic, PARTITIONS)
     wait_full_isr(odradek_address, topic, PARTITIONS, 3)
     kafka = cluster.kafka.brokers[0]
-    load = Load(cluster.bootstrap, topic, PARTITIONS)
-    try:
-        load.progress(300)
-        kafka.kill()  # SIGKILL: its session expires and an odradek broker wins /controller
+
+    def kill_the_controller() -> None:  # SIGKILL: its session expires and an odradek broker wins /controller
+        kafka.kill()
         wait_for(lambda: controller_id(cluster) in ODRADEK_IDS, 60, what="an odradek broker taking the controller")
-        load.progress(300)
-        kafka.start()  # now a follower of odradek's controller
-        wait_full_isr(odradek_address, topic, PARTITIONS, 3)
-        load.progress(300)
-    finally:
-        load.finish()
-    assert not load.fatal_errors(), load.fatal_errors()
-    check_nothing_lost(load, read_back(cluster.bootstrap, topic, PARTITIONS))
+
+    load_through(cluster, topic, PARTITIONS, kill_the_controller, kafka.start)  # back as odradek's follower
     wait_for(lambda: partition_view(kafka.address, topic) == partition_view(odradek_address, topic), 30,
              what="Kafka's metadata (now from odradek's controller) agreeing with odradek's")
-    assert cluster.kafka_errors() == []
-    assert cluster.odradek_problems() == []
