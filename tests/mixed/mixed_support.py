@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 import re
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -22,7 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kio.index import load_request_schema
 
-from brokers import wait_for
+from brokers import ZooKeeperBroker, wait_for
 from odradek.apache_kafka import KAFKA_3, KafkaCluster
 from odradek.client import KafkaConnection
 from odradek.coordination.znodes import CONTROLLER, ControllerRegistration
@@ -45,57 +43,6 @@ KAFKA_OVERRIDES = {
 }
 
 
-class OdradekBroker:
-    """One ``odradek broker`` process on the shared chroot; restarts keep its id, data directory and port."""
-
-    def __init__(self, broker_id: int, zookeeper_connect: str, base: Path,
-                 overrides: Mapping[str, str] | None = None, rack: str | None = None) -> None:
-        self.broker_id = broker_id
-        self.rack = rack
-        self.zookeeper_connect = zookeeper_connect
-        self.data_dir = base / f"odradek-{broker_id}"
-        self.ready = base / f"odradek-{broker_id}.ready"
-        self.log_path = base / f"odradek-{broker_id}.log"
-        self.overrides = {**ODRADEK_OVERRIDES, **(overrides or {})}
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> OdradekBroker:
-        self.ready.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(self.broker_id),
-               "--zookeeper", self.zookeeper_connect, "--port", str(self.port), "--data-dir", str(self.data_dir),
-               "--ready-file", str(self.ready), *(["--rack", self.rack] if self.rack else [])]
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-        def ready() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"odradek broker {self.broker_id} exited: {self.log_text()[-3000:]}")
-            return self.ready.exists()
-
-        wait_for(ready, 90, what=f"odradek broker {self.broker_id} ready")
-        self.port = int(self.ready.read_text().splitlines()[0].rsplit(":", 1)[1])
-        return self
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        """SIGTERM (a controlled shutdown) or SIGKILL; waits for the process to end."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(90)
-        self.proc = None
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
 class MixedCluster:
     """Kafka 3.9 brokers and odradek brokers, each with the ids given, on one fresh chroot of ``zookeeper``."""
 
@@ -113,14 +60,14 @@ class MixedCluster:
                                   overrides={**KAFKA_OVERRIDES, "inter.broker.protocol.version": ibp,
                                              **({"broker.rack": kafka_racks.pop()} if kafka_racks else {})})
         self.chroot = self.kafka.chroot
-        self.odradek = {i: OdradekBroker(i, self.kafka.zookeeper_connect, base, rack=racks.get(i))
-                        for i in odradek_ids}
+        self.odradek = {i: ZooKeeperBroker(i, self.kafka.zookeeper_connect, base, ODRADEK_OVERRIDES, rack=racks.get(i),
+                                          name="odradek") for i in odradek_ids}
 
     @property
     def bootstrap(self) -> str:
         """Every broker of both kinds that is running."""
         return ",".join([b.address for b in self.kafka.brokers if b.running()]
-                        + [b.address for b in self.odradek.values() if b.proc is not None])
+                        + [b.address for b in self.odradek.values() if b.alive])
 
     def address(self, broker_id: int) -> str:
         """``host:port`` of the broker with this id, of either kind."""
@@ -150,7 +97,7 @@ class MixedCluster:
 
     def stop(self) -> None:
         for b in self.odradek.values():
-            b.stop(signal.SIGKILL)
+            b.signal(signal.SIGKILL)
         self.kafka.kill()
 
     def __enter__(self) -> MixedCluster:

@@ -51,7 +51,7 @@ def test_odradeks_controller_refuses_a_kafka_broker_at_ibp_39(cluster: MixedClus
 
 def test_an_odradek_broker_refuses_a_kafka_controller_at_ibp_39_once(cluster: MixedCluster) -> None:
     odradek = cluster.odradek[ODRADEK_ID]
-    odradek.stop(signal.SIGKILL)
+    odradek.signal(signal.SIGKILL)
     wait_for(lambda: controller_id(cluster) == KAFKA_ID, 60, what="Kafka broker 2 taking the controller")
     odradek.start()
     kafka_log = cluster.kafka.brokers[0].server_log

@@ -81,7 +81,7 @@ def test_an_rf3_topic_replicates_across_kinds_through_a_controlled_shutdown(clus
     odradek = cluster.odradek[ODRADEK_IDS[0]]
 
     def controlled_shutdown() -> None:  # asks Kafka's controller (ControlledShutdown v3) to move its leaderships
-        odradek.stop(signal.SIGTERM)
+        odradek.signal(signal.SIGTERM)
         assert "Controlled shutdown request returned successfully" in odradek.log_text()
 
     load_through(cluster, TOPIC, PARTITIONS, controlled_shutdown, odradek.start)
