@@ -1,9 +1,12 @@
-"""Batch read throughput of the odradek Spark source, beside the same records read from Parquet.
+"""Batch read and write throughput of Spark's own Kafka connector (``format("kafka")``) and odradek's pure-Python
+source and sink (``format("odradek")``) on the same cluster, beside the same records read from Parquet.
 
 Produces N records of 100-byte values (once per run; large producer batches) into a fresh topic, then in
-one local[2] SparkSession times: source -> groupBy(key).count(), the same over Parquet written from the
-same records, and a variant that also touches every value (sum of lengths) so Parquet cannot prune the
-value column. Prints a Markdown table for bench/RESULTS.md.
+one local[2] SparkSession (with the connector on ``spark.jars``) times, for each connector: source ->
+groupBy(key).count(), and a variant that also touches every value (sum of lengths) so Parquet cannot prune the
+value column; the same over Parquet written from the same records; then the N records written from Parquet into a
+fresh topic through each sink (odradek's also with transactionalIdPrefix). Prints Markdown tables for
+bench/RESULTS.md.
 
     .venv/bin/python bench/spark_source.py                 # 10M records, broker started here
     .venv/bin/python bench/spark_source.py --records 1000000 --bootstrap HOST:PORT
@@ -21,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "spark"))
+sys.path.insert(0, str(ROOT / "tests"))  # spark_brokers imports kafka_clients from there
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -119,6 +123,35 @@ class PrebuiltSource:
         return "prebuilt_arrow"
 
 
+def time_writes(spark, bootstrap: str, parquet_path: str, records: int, partitions: int) -> list[tuple[str, float]]:
+    """Write the records from Parquet into a fresh topic through each sink; each topic must then hold all of them."""
+    from odradek.spark.cluster import Cluster
+
+    cluster = Cluster({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    rows = []
+    for label, fmt, extra in [
+        ("Spark's Kafka connector", "kafka", {}),
+        ("odradek sink", "odradek", {}),
+        ("odradek sink, transactionalIdPrefix", "odradek", {"transactionalIdPrefix": f"bench-{os.getpid()}"}),
+    ]:
+        topic = f"bench-spark-out-{fmt}-{len(rows)}-{os.getpid()}"
+        for future in admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=60).values():
+            future.result()
+        writer = spark.read.parquet(parquet_path).select("key", "value").write.format(fmt).mode("append")
+        for name, value in {"kafka.bootstrap.servers": bootstrap, "topic": topic, **extra}.items():
+            writer = writer.option(name, value)
+        _, seconds, _ = timed(label, writer.save)
+        tps = [(topic, p) for p in range(partitions)]
+        written = sum(cluster.latest(tps).values()) - sum(cluster.earliest(tps).values())
+        # A transaction's commit marker takes an offset of its own in each partition it wrote to.
+        if written < records or (not extra and written != records):
+            raise RuntimeError(f"{label}: {written} offsets written for {records} records")
+        rows.append((label, seconds))
+        print(f"write through {label}: {seconds:.2f} s, {records / seconds:,.0f} rows/s", flush=True)
+    return rows
+
+
 def timed(label: str, action) -> tuple[str, float, object]:
     start = time.perf_counter()
     result = action()
@@ -131,6 +164,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--bootstrap", help="use a running cluster instead of starting a broker")
     parser.add_argument("--broker", choices=["odradek", "noida"], help="which broker to start (default: odradek)")
+    parser.add_argument("--skip-writes", action="store_true", help="time the reads only")
     args = parser.parse_args()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -159,9 +193,11 @@ def main() -> None:
         from pyspark.sql import functions as F
 
         import odradek.spark
+        from odradek.apache_kafka.spark import spark_jars
 
         spark = (
             SparkSession.builder.master("local[2]")
+            .config("spark.jars", spark_jars())
             .appName("odradek-spark-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
@@ -170,16 +206,25 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         odradek.spark.register(spark)
-        source = (
-            spark.read.format("odradek")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)
-            .option("minPartitions", str(max(args.partitions, 4)))
-        )
+        def reader(fmt: str):
+            return (
+                spark.read.format(fmt)
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .option("minPartitions", str(max(args.partitions, 4)))
+            )
+
+        source, connector = reader("odradek"), reader("kafka")
         parquet_path = str(Path(workdir) / "records.parquet")
 
         def count_source():
             return source.load().groupBy("key").count().collect()
+
+        def count_connector():
+            return connector.load().groupBy("key").count().collect()
+
+        def full_connector():
+            return connector.load().groupBy("key").agg(F.count("*"), F.sum(F.length("value"))).collect()
 
         def count_parquet():
             return spark.read.parquet(parquet_path).groupBy("key").count().collect()
@@ -191,6 +236,7 @@ def main() -> None:
             return spark.read.parquet(parquet_path).groupBy("key").agg(F.count("*"), F.sum(F.length("value"))).collect()
 
         source.load().limit(10).collect()  # start Python workers once
+        connector.load().limit(10).collect()  # and load the connector's classes
         _, write_s, _ = timed("write parquet", lambda: source.load().write.mode("overwrite").parquet(parquet_path))
         print(f"parquet written through the source in {write_s:.1f} s", flush=True)
         prebuilt = PrebuiltSource.register(spark, args.records, max(args.partitions, 4))
@@ -205,8 +251,10 @@ def main() -> None:
                 count_prebuilt,
             ),
             ("odradek source, groupBy(key).count()", count_source),
+            ("Spark's Kafka connector, groupBy(key).count()", count_connector),
             ("Parquet, groupBy(key).count()", count_parquet),
             ("odradek source, count + sum(length(value))", full_source),
+            ("Spark's Kafka connector, count + sum(length(value))", full_connector),
             ("Parquet, count + sum(length(value))", full_parquet),
         ]:
             _, seconds, result = timed(label, action)
@@ -215,6 +263,7 @@ def main() -> None:
                 raise RuntimeError(f"{label}: counted {total}, produced {args.records}")
             rows.append((label, seconds))
             print(f"{label}: {seconds:.2f} s, {args.records / seconds:,.0f} rows/s", flush=True)
+        writes = [] if args.skip_writes else time_writes(spark, bootstrap, parquet_path, args.records, args.partitions)
         spark.stop()
 
         payload_mb = args.records * (VALUE_SIZE + 3) / 1e6
@@ -226,7 +275,7 @@ def main() -> None:
         print()
         print("| read | seconds | rows/s | MB/s (key+value) | vs Parquet |")
         print("|---|---|---|---|---|")
-        baseline = {"count": rows[2][1], "sum": rows[4][1]}
+        baseline = {"count": rows[3][1], "sum": rows[6][1]}
         for label, seconds in rows:
             base = baseline["sum" if "sum" in label else "count"]
             print(
@@ -234,6 +283,12 @@ def main() -> None:
                 f"| {base / seconds:.2f}x |"
             )
         print(f"\nproduce (confluent-kafka, acks=all, 1 MB batches): {produce_rate:,.0f} records/s")
+        if writes:
+            print()
+            print("| write (from Parquet, key + value) | seconds | rows/s |")
+            print("|---|---|---|")
+            for label, seconds in writes:
+                print(f"| {label} | {seconds:.2f} | {args.records / seconds:,.0f} |")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if broker is not None:

@@ -40,7 +40,7 @@ from odradek.broker.peer import PeerConnection
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
-from odradek.protocol.records import CorruptBatchError, iter_batches, whole_batches
+from odradek.protocol.records import CorruptBatchError, whole_batches
 from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity
 from odradek.tasks import spawn
 
@@ -312,22 +312,24 @@ class ReplicaFetcher:
         records = p.records
         if records:
             try:
-                whole, headers = whole_batches(records)
+                whole, batches = whole_batches(records)
             except CorruptBatchError as exc:
                 log.warning("corrupt batch from leader %d for %s-%d: %s", self.leader_id, topic,
                             p.partition_index, exc)
                 return
-            records = records[:whole]  # a Kafka leader may cut the last batch short at the byte limit
+            if whole < len(records):  # a Kafka leader may cut the last batch short at the byte limit
+                records = memoryview(records)[:whole]
+            headers = [h for _pos, h in batches]
             if headers and headers[0].base_offset != plog.log_end_offset:
-                # the leader answered from the batch holding our offset; skip what we already have
-                headers_and_pos = [(pos, h) for pos, h in iter_batches(records) if h.base_offset >= plog.log_end_offset]
-                if not headers_and_pos:
+                # the leader answered from the batch holding our offset; skip what we already have (a view, not a
+                # copy: the log writes the bytes as they are)
+                batches = [(pos, h) for pos, h in batches if h.base_offset >= plog.log_end_offset]
+                if not batches:
                     return
-                start = headers_and_pos[0][0]
-                records = records[start:]
-                headers = [h for _pos, h in headers_and_pos]
+                records = memoryview(records)[batches[0][0]:]
+                headers = [h for _pos, h in batches]
             try:
-                plog.append_as_follower(bytearray(records), headers)
+                plog.append_as_follower(records, headers)
             except KafkaError as exc:
                 log.warning("follower append to %s-%d failed: %s", topic, p.partition_index, exc)
                 self._truncate_later(key, st)

@@ -2,7 +2,9 @@
 
 It starts a cluster in this process (three brokers on the embedded store by default), creates the clickstream topic
 (RF 3, min.insync.replicas 2 when there are three brokers), starts the Structured Streaming job of
-``examples/page_views.py`` (page views per page per minute, to a topic and to Parquet), produces the clickstream of
+``examples/page_views.py`` (page views per page per minute, to a topic and to Parquet) through odradek's pure-Python
+source and sink (``--format odradek``, no jar) or Spark's own Kafka connector (``--format kafka``, whose jars Maven
+fetches on first use), produces the clickstream of
 ``examples/clickstream.py`` at a steady rate, kills the leader of partition 0 halfway and restarts it, then waits
 until the Parquet output holds exactly the totals the generator produced, and says whether it did. The examples are
 read from the checkout: ``make demo`` runs this from the repository.
@@ -58,7 +60,8 @@ class _ClusterThread:
         self.thread.join(10)
 
 
-def run(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool = False) -> bool:
+def run(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool = False,
+        fmt: str = "odradek") -> bool:
     clickstream, page_views = examples.load()
     workdir = Path(data_dir or tempfile.mkdtemp(prefix="odradek-demo-"))
     if workdir.exists() and any(workdir.iterdir()):
@@ -68,11 +71,11 @@ def run(brokers: int, events: int, seconds: float, data_dir: Path | None, verbos
         print(f"odradek demo: logs of the brokers, clients and Spark go to {workdir / 'demo.log'} "
               "(--verbose shows them here)", flush=True)
     with contextlib.nullcontext() if verbose else _stderr_to(workdir / "demo.log"):
-        return _run(clickstream, page_views, brokers, events, seconds, workdir, verbose)
+        return _run(clickstream, page_views, brokers, events, seconds, workdir, verbose, fmt)
 
 
 def _run(clickstream: Any, page_views: Any, brokers: int, events: int, seconds: float, workdir: Path,
-         verbose: bool) -> bool:
+         verbose: bool, fmt: str) -> bool:
     cluster = _ClusterThread(LocalCluster(brokers, workdir / "cluster", overrides={
         "group.initial.rebalance.delay.ms": "0", "zookeeper.session.timeout.ms": "3000",
     }))
@@ -88,10 +91,10 @@ def _run(clickstream: Any, page_views: Any, brokers: int, events: int, seconds: 
         topics = [NewTopic("clicks", CLICKS_PARTITIONS, rf, config=configs), NewTopic("page-views", 1, rf)]
         for fut in admin.create_topics(topics).values():
             fut.result(60)
-        print(f"topic clicks: {CLICKS_PARTITIONS} partitions, replication factor {rf}; starting the Spark job",
-              flush=True)
-        spark = page_views.session("odradek-demo", progress_bars=verbose)
-        queries = page_views.start_queries(spark, bootstrap, "clicks", "page-views", workdir / "job")
+        print(f"topic clicks: {CLICKS_PARTITIONS} partitions, replication factor {rf}; starting the Spark job "
+              f"(format {fmt})", flush=True)
+        spark = page_views.session("odradek-demo", progress_bars=verbose, fmt=fmt)
+        queries = page_views.start_queries(spark, bootstrap, "clicks", "page-views", workdir / "job", fmt)
         produced: Counter[tuple[str, int]] = Counter()
 
         def generate() -> None:
@@ -193,10 +196,12 @@ async def _leaders(cluster: LocalCluster, topic: str) -> dict[int, int]:
 @click.option("--seconds", default=60.0, show_default=True, type=float, help="how long producing and checking take")
 @click.option("--data-dir", default=None, type=click.Path(path_type=Path))
 @click.option("--verbose", is_flag=True, help="show the brokers', clients' and Spark's logs and progress bars here")
-def demo(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool) -> None:
+@click.option("--format", "fmt", type=click.Choice(["odradek", "kafka"]), default="odradek", show_default=True,
+              help="odradek's pure-Python source and sink, or Spark's own Kafka connector (fetched with Maven)")
+def demo(brokers: int, events: int, seconds: float, data_dir: Path | None, verbose: bool, fmt: str) -> None:
     """Run the example Spark pipeline against a fresh cluster, kill a broker midway, check the totals."""
     from odradek.runner import configure_logging
 
     configure_logging("WARNING")
-    if not run(brokers, events, seconds, data_dir, verbose):
+    if not run(brokers, events, seconds, data_dir, verbose, fmt):
         raise SystemExit(1)

@@ -148,22 +148,23 @@ def iter_batches(
         position += size
 
 
-def whole_batches(buf: bytes | bytearray | memoryview) -> tuple[int, list[BatchHeader]]:
-    """The length of ``buf`` that holds whole batches, and their headers, leaving out a partial batch at its end.
+def whole_batches(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    """The length of ``buf`` that holds whole batches, and their positions and headers (as :func:`iter_batches`
+    yields them), leaving out a partial batch at its end.
 
     A Kafka leader fills a Fetch response up to the partition's byte limit and may cut the last batch short; Kafka's
     readers stop at it (``ByteBufferLogInputStream``), and the next fetch starts there. A first batch cut short, or
     any other damage, still raises :class:`CorruptBatchError`.
     """
-    headers: list[BatchHeader] = []
+    batches: list[tuple[int, BatchHeader]] = []
     try:
-        for _position, header in iter_batches(buf):
-            headers.append(header)
+        for batch in iter_batches(buf):
+            batches.append(batch)
     except TruncatedBatchError as exc:
-        if not headers:
+        if not batches:
             raise
-        return exc.position, headers
-    return len(buf), headers
+        return exc.position, batches
+    return len(buf), batches
 
 
 def validate_produce(records: bytes | bytearray | memoryview) -> list[BatchHeader]:

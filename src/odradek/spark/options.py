@@ -76,6 +76,10 @@ class SourceOptions:
     max_partition_fetch_bytes: int
     read_committed: bool = False
     """kafka.isolation.level=read_committed: plan to the last stable offset, skip aborted transactions."""
+    min_offsets_per_trigger: int | None = None
+    """Skip a micro-batch while fewer new offsets than this exist, unless max_trigger_delay_ms has passed."""
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    """Spark's Kafka default for maxTriggerDelay: 15m."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,22 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     if value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise OptionError(f"option {name} must be true or false, got {value!r}")
+
+
+_DURATION_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DURATION = re.compile(r"\s*(\d+)\s*([a-z]*)\s*")
+
+
+def _duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
+    """A Spark time string (``15m``, ``30s``, ``500ms``; a bare number is milliseconds), as Spark's Kafka source
+    parses maxTriggerDelay."""
+    value = _get(options, name)
+    if value is None:
+        return default_ms
+    match = _DURATION.fullmatch(value.lower())
+    if match is None or match.group(2) not in ("", *_DURATION_UNITS_MS):
+        raise OptionError(f"option {name} must be a duration such as 15m, 30s or 500ms, got {value!r}")
+    return int(int(match.group(1)) * _DURATION_UNITS_MS.get(match.group(2) or "ms", 1))
 
 
 def _positive_int(options: Mapping[str, str], name: str) -> int | None:
@@ -228,6 +248,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     if isolation not in ("read_uncommitted", "read_committed"):
         raise OptionError("kafka.isolation.level must be read_uncommitted or read_committed")
     poll = _positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000
+    most, least = _positive_int(options, "maxOffsetsPerTrigger"), _positive_int(options, "minOffsetsPerTrigger")
+    if most is not None and least is not None and least > most:
+        raise OptionError(f"minOffsetsPerTrigger ({least}) is higher than maxOffsetsPerTrigger ({most})")
     fetch_bytes = _positive_int(options, "fetch.max.partition.bytes")
     fetch_bytes = fetch_bytes or int(config.pop("max.partition.fetch.bytes", str(8 * 1024 * 1024)))
     return SourceOptions(
@@ -235,7 +258,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         subscription=parse_subscription(options),
         starting=starting,
         ending=ending,
-        max_offsets_per_trigger=_positive_int(options, "maxOffsetsPerTrigger"),
+        max_offsets_per_trigger=most,
         min_partitions=_positive_int(options, "minPartitions"),
         fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         include_headers=_bool(options, "includeHeaders", False),
@@ -243,6 +266,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         poll_timeout_ms=poll,
         max_partition_fetch_bytes=fetch_bytes,
         read_committed=isolation == "read_committed",
+        min_offsets_per_trigger=least,
+        max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", 15 * 60 * 1000),
     )
 
 

@@ -18,9 +18,11 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
+from odradek.clock import Clock, SystemClock
 from odradek.spark.cluster import Address, Cluster
 from odradek.spark.fetch import FetchConnection, PartitionData
 from odradek.spark.options import OptionError, SourceOptions, TopicPartition
@@ -245,13 +247,22 @@ class OdradekBatchReader(DataSourceReader):
 
 
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader whose offsets are Spark's Kafka offset JSON; the checkpoint is the truth."""
+    """Micro-batch reader whose offsets are Spark's Kafka offset JSON; the checkpoint is the truth.
 
-    def __init__(self, opts: SourceOptions) -> None:
+    Read limits as Spark's Kafka source takes them: ``maxOffsetsPerTrigger`` caps a micro-batch (``ReadMaxRows``);
+    ``minOffsetsPerTrigger`` (``ReadMinRows``) skips micro-batches while fewer new offsets exist, until
+    ``maxTriggerDelay`` has passed since the last batch it let through. Python's read limits have no composite, so
+    with both set Spark is handed ``ReadMinRows`` and the cap comes from the options. Under ``Trigger.AvailableNow``
+    the minimum is ignored: waiting for more data would never end the query.
+    """
+
+    def __init__(self, opts: SourceOptions, clock: Clock | None = None) -> None:
         self.opts = opts
+        self.clock = clock or SystemClock()
         self._cluster: Cluster | None = None
         self._target: OffsetMap | None = None
         self._latest: OffsetMap | None = None
+        self._last_trigger_ms: int | None = None
 
     def __getstate__(self) -> dict:
         # Spark pickles the reader for its executors; an open admin client must stay behind.
@@ -281,6 +292,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.min_offsets_per_trigger:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
@@ -301,8 +314,23 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [tp for tp in tps if tp not in begin]
         effective = {tp: begin[tp] for tp in tps if tp in begin}
         effective.update(self.cluster.earliest(new))
-        end = rate_limit(effective, latest, limit.max_rows) if isinstance(limit, ReadMaxRows) else dict(latest)
+        if isinstance(limit, ReadMinRows) and self._target is None and self._delay(limit.min_rows, effective, latest):
+            return start
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if isinstance(limit, ReadMinRows):
+            cap = self.opts.max_offsets_per_trigger
+        end = rate_limit(effective, latest, cap) if cap else dict(latest)
         return to_json(end)
+
+    def _delay(self, min_rows: int, start: OffsetMap, latest: OffsetMap) -> bool:
+        """Whether to skip this micro-batch: fewer than ``min_rows`` new offsets, and maxTriggerDelay not yet over
+        since the last batch let through (the first one always is)."""
+        now = self.clock.monotonic_ms()
+        waited = self._last_trigger_ms is None or now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms
+        if not waited and sum(max(latest[tp] - start.get(tp, latest[tp]), 0) for tp in latest) < min_rows:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> dict | None:
         return to_json(self._latest) if self._latest is not None else None
