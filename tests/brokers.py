@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from odradek.ready_file import read_ready_file
@@ -115,3 +115,61 @@ def peer_closed(sock: socket.socket) -> bool:
         return sock.recv(1) == b""
     except ConnectionResetError:
         return True
+
+
+class ZooKeeperBroker:
+    """One ``odradek broker --zookeeper`` process; restarts keep its id, data directory and port.
+
+    Its files are ``<base>/<name>-<id>`` (data), ``.ready`` and ``.log`` beside it; ``overrides`` are broker configs
+    by Kafka's names."""
+
+    def __init__(self, broker_id: int, zookeeper: str, base: Path, overrides: Mapping[str, str] | None = None,
+                 *, rack: str | None = None, name: str = "broker") -> None:
+        self.broker_id = broker_id
+        self.zookeeper = zookeeper
+        self.overrides = dict(overrides or {})
+        self.rack = rack
+        self.data_dir = base / f"{name}-{broker_id}"
+        self.ready = base / f"{name}-{broker_id}.ready"
+        self.log_path = base / f"{name}-{broker_id}.log"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ZooKeeperBroker:
+        self.ready.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(self.broker_id), "--zookeeper", self.zookeeper,
+               "--port", str(self.port), "--data-dir", str(self.data_dir), "--ready-file", str(self.ready),
+               *(["--rack", self.rack] if self.rack else [])]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+        def ready() -> bool:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"broker {self.broker_id} exited: {self.log_text()[-3000:]}")
+            return self.ready.exists()
+
+        wait_for(ready, 90, what=f"broker {self.broker_id} ready")
+        self.port = int(self.ready.read_text().splitlines()[0].rsplit(":", 1)[1])
+        return self
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` (SIGTERM: a controlled shutdown; SIGKILL: a crash) and wait for the process to end."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+            self.proc.wait(90)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

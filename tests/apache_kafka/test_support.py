@@ -210,3 +210,13 @@ def test_three_brokers_elect_a_controller_and_serve_an_rf3_topic(kafka_39_trio: 
     victim.start()
     wait_for(lambda: all(isr == [1, 2, 3] for _, isr in _partitions(bootstrap, topic).values()), timeout=120,
              what="the restarted broker back in every ISR")
+
+
+def test_brokers_join_a_given_chroot_with_given_ids(tmp_path: Path) -> None:
+    """What a mixed cluster needs: Kafka brokers with chosen ids on the chroot odradek brokers already use."""
+    cluster = KafkaCluster(tmp_path, version=KAFKA_3, zookeeper="127.0.0.1:2181", chroot="/shared",
+                           broker_ids=[4, 7])
+    assert [b.node_id for b in cluster.brokers] == [4, 7]
+    assert cluster.zookeeper_connect == "127.0.0.1:2181/shared"
+    with pytest.raises(ValueError, match="absolute"):
+        KafkaCluster(tmp_path, version=KAFKA_3, zookeeper="127.0.0.1:2181", chroot="shared")

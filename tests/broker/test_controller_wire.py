@@ -51,7 +51,8 @@ def test_other_versions_and_malformed_bodies_close_the_connection(broker: Broker
         sock.sendall(struct.pack(">i", len(bad)) + bad)
         assert peer_closed(sock)
         sock.close()
-    wait_for(lambda: "unsupported version 0 of API 4 (supported 4-4)" in broker.log_text(), what="version log line")
+    wait_for(lambda: "refusing LeaderAndIsr v0 from its controller: odradek speaks" in broker.log_text(),
+             what="version log line")
     wait_for(lambda: "malformed controller request (API 4 v4)" in broker.log_text(), what="malformed log line")
     with KafkaConnection(broker.bootstrap) as conn:
         assert LEADER_AND_ISR in conn.versions

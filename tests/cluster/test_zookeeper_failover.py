@@ -5,10 +5,7 @@ and every partition ends with its full ISR."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +13,7 @@ from typing import Any
 import pytest
 from workload import Load, check_nothing_lost, create_replicated_topic, partition_view, read_back
 
-from brokers import wait_for
+from brokers import ZooKeeperBroker, wait_for
 from odradek.coordination.localzk import LocalZooKeeper
 
 pytestmark = pytest.mark.zookeeper
@@ -29,56 +26,10 @@ OVERRIDES = {
 }
 
 
-class ZkBroker:
-    """One ``odradek broker`` process; restarts keep its id, data directory and port."""
-
-    def __init__(self, broker_id: int, zookeeper: str, base: Path) -> None:
-        self.broker_id = broker_id
-        self.zookeeper = zookeeper
-        self.data_dir = base / f"broker-{broker_id}"
-        self.ready = base / f"broker-{broker_id}.ready"
-        self.log_path = base / f"broker-{broker_id}.log"
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> ZkBroker:
-        self.ready.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "odradek", "broker", "--id", str(self.broker_id), "--zookeeper", self.zookeeper,
-               "--port", str(self.port), "--data-dir", str(self.data_dir), "--ready-file", str(self.ready)]
-        for k, v in OVERRIDES.items():
-            cmd += ["--override", f"{k}={v}"]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-        def ready() -> bool:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise AssertionError(f"broker {self.broker_id} exited: {self.log_path.read_text()[-3000:]}")
-            return self.ready.exists()
-
-        wait_for(ready, 60, what=f"broker {self.broker_id} ready")
-        self.port = int(self.ready.read_text().splitlines()[0].rsplit(":", 1)[1])
-        return self
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        self.proc.wait(60)
-
-
 @pytest.fixture
-def zk_cluster(tmp_path: Path) -> Iterator[list[ZkBroker]]:
+def zk_cluster(tmp_path: Path) -> Iterator[list[ZooKeeperBroker]]:
     server = LocalZooKeeper(tmp_path / "zookeeper").start()
-    brokers = [ZkBroker(i, f"{server.hosts}/odradek", tmp_path) for i in range(3)]
+    brokers = [ZooKeeperBroker(i, f"{server.hosts}/odradek", tmp_path, OVERRIDES) for i in range(3)]
     try:
         for b in brokers:
             b.start()
@@ -90,7 +41,7 @@ def zk_cluster(tmp_path: Path) -> Iterator[list[ZkBroker]]:
         server.stop()
 
 
-def _view(brokers: list[ZkBroker]) -> dict[int, Any]:
+def _view(brokers: list[ZooKeeperBroker]) -> dict[int, Any]:
     for b in brokers:
         if b.alive:
             try:
@@ -100,12 +51,12 @@ def _view(brokers: list[ZkBroker]) -> dict[int, Any]:
     return {}
 
 
-def _full_isr(brokers: list[ZkBroker]) -> bool:
+def _full_isr(brokers: list[ZooKeeperBroker]) -> bool:
     view = _view(brokers)
     return len(view) == PARTITIONS and all(sorted(v[2]) == [0, 1, 2] and v[0] >= 0 for v in view.values())
 
 
-def test_leaders_sigkilled_and_sigtermed_in_turn_on_zookeeper_lose_nothing(zk_cluster: list[ZkBroker]) -> None:
+def test_leaders_sigkilled_and_sigtermed_in_turn_on_zookeeper_lose_nothing(zk_cluster: list[ZooKeeperBroker]) -> None:
     brokers = zk_cluster
     bootstrap = ",".join(b.address for b in brokers)
     create_replicated_topic(brokers[0].address, TOPIC, PARTITIONS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -190,6 +191,47 @@ def test_topic_assignment_versions() -> None:
     v3 = z.TopicAssignment({0: (1,)}, topic_id="y4ZRUa7bRlqSmrr5E8jPNg")
     assert json.loads(v3.to_json())["version"] == 3
     assert z.TopicAssignment.from_json(v3.to_json(), "/brokers/topics/t") == v3
+
+
+def test_topic_ids_are_written_in_kafkas_base64_form_and_read_in_both() -> None:
+    """Kafka 3.9's controller fails on a ``topic_id`` that is not 22 characters of URL-safe base64 (Uuid.fromString),
+    so odradek writes that form; the dashed form odradek wrote before is still read, and rewritten on any write."""
+    topic_id = uuid.UUID("f87316db-f93c-4e80-960c-5d2b1a0c3e11")
+    assert z.encode_topic_id(topic_id) == "-HMW2_k8ToCWDF0rGgw-EQ"
+    assert z.decode_topic_id("-HMW2_k8ToCWDF0rGgw-EQ") == topic_id
+    assert z.decode_topic_id(str(topic_id)) == topic_id
+    kafka = (b'{"partitions":{"0":[2,1,3]},"topic_id":"x8Z5k2kBRwabo7Yo7mArQA","adding_replicas":{},'
+             b'"removing_replicas":{},"version":3}')
+    assignment = z.TopicAssignment.from_json(kafka, "/brokers/topics/t")
+    assert z.encode_topic_id(z.decode_topic_id(assignment.topic_id or "")) == "x8Z5k2kBRwabo7Yo7mArQA"
+    assert json.loads(assignment.to_json()) == json.loads(kafka)
+    old = z.TopicAssignment({0: (1,)}, topic_id=str(topic_id))
+    assert json.loads(old.to_json())["topic_id"] == "-HMW2_k8ToCWDF0rGgw-EQ"
+    with pytest.raises(ValueError):
+        z.decode_topic_id("not-a-topic-id")
+
+
+def test_feature_znode_as_kafka_writes_it_at_each_ibp() -> None:
+    ibp_26 = b'{"features":{},"version":1,"status":0}'  # what a 3.9 controller at IBP 2.6 wrote
+    assert z.FeatureZnode.from_json(ibp_26) == z.FeatureZnode(1, False, {})
+    assert z.FeatureZnode.from_json(ibp_26).to_json() == ibp_26
+    ibp_39 = b'{"features":{"metadata.version":{"max_version_level":21}},"version":2,"status":1}'
+    assert z.FeatureZnode.from_json(ibp_39) == z.FeatureZnode(2, True, {"metadata.version": 21})
+    assert z.FeatureZnode.from_json(ibp_39).to_json() == ibp_39
+    v1 = b'{"features":{"f":{"max_version_level":3,"min_version_level":3}},"version":1,"status":1}'
+    assert z.FeatureZnode.from_json(v1).to_json() == v1
+    for bad in (b'{"features":{},"version":3,"status":0}', b'{"features":{},"version":2,"status":7}',
+                b'{"features":{},"version":2}'):
+        with pytest.raises(z.ZnodeDataError):
+            z.FeatureZnode.from_json(bad)
+
+
+def test_partition_state_keeps_leader_recovery_state() -> None:
+    recovering = b'{"controller_epoch":1,"leader":3,"version":1,"leader_epoch":2,"isr":[3],"leader_recovery_state":1}'
+    state = z.PartitionState.from_json(recovering, "/brokers/topics/t/partitions/0/state")
+    assert state.leader_recovery_state == 1 and state.to_json() == recovering
+    with pytest.raises(z.ZnodeDataError):
+        z.PartitionState.from_json(recovering.replace(b'state":1', b'state":5'), "/p")
 
 
 def test_partition_state_exactly_as_kafka() -> None:

@@ -46,13 +46,18 @@ DIFFERENCES: tuple[Difference, ...] = (
                             "has no KRaft"),
     _api(2, ".min_version", _KIP_896), _api(2, ".max_version", _NEWER + " (ListOffsets v10-v11)"),
     _api(3, ".max_version", _NEWER + " (Metadata v13: a top-level error code)"),
-    _api(4, ".min_version", "LeaderAndIsr below v4 is not served: every broker odradek mixes with is 2.8+"),
-    _api(4, ".max_version", "LeaderAndIsr v5-v7 (topic ids, KRaft-era fields) are not sent by ZooKeeper-mode "
-                            "controllers odradek mixes with at the versions it negotiates"),
-    _api(5, ".min_version", "StopReplica below v3 is not served: every broker odradek mixes with is 2.8+"),
-    _api(5, ".max_version", "StopReplica v4 (KIP-516 topic ids) is not served"),
-    _api(6, ".min_version", "UpdateMetadata below v6 is not served: every broker odradek mixes with is 2.8+"),
-    _api(6, ".max_version", "UpdateMetadata v7-v8 (topic ids, KRaft migration) are not served"),
+    _api(4, ".min_version", "LeaderAndIsr below v4 is not served: a Kafka controller sends those below "
+                            "inter.broker.protocol.version 2.4-IV1, and odradek mixes with Kafka brokers at 2.6 only"),
+    _api(4, ".max_version", "LeaderAndIsr v5-v7 (topic ids, KRaft-era fields) are not served: a Kafka controller "
+                            "sends them from inter.broker.protocol.version 2.8 on and is refused with one log line"),
+    _api(5, ".min_version", "StopReplica below v3 is not served: a Kafka controller sends those below "
+                            "inter.broker.protocol.version 2.6"),
+    _api(5, ".max_version", "StopReplica v4 (KIP-516 topic ids), sent from inter.broker.protocol.version 3.4 on, "
+                            "is not served"),
+    _api(6, ".min_version", "UpdateMetadata below v6 is not served: a Kafka controller sends those below "
+                            "inter.broker.protocol.version 2.4-IV1"),
+    _api(6, ".max_version", "UpdateMetadata v7-v8 (topic ids, KRaft migration), sent from "
+                            "inter.broker.protocol.version 2.8 on, are not served"),
     _api(7, ".min_version", "ControlledShutdown below v3 is not served (v0 has no header client id)"),
     _api(8, ".min_version", _KIP_896), _api(9, ".min_version", _KIP_896),
     _api(15, ".max_version", _NEWER + " (DescribeGroups v6: per-group error messages)"),

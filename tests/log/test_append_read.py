@@ -10,7 +10,7 @@ from logtest_helpers import T0, append, batch, read_all
 from odradek.broker.log.segment import LOG_SUFFIX
 from odradek.broker.topic_config import LogConfig
 from odradek.errors import ErrorCode, KafkaError
-from odradek.protocol.records import decode_batch, iter_batches
+from odradek.protocol.records import CorruptBatchError, decode_batch, iter_batches, whole_batches
 
 
 def test_offsets_are_assigned_from_the_log_end(open_log):
@@ -172,3 +172,24 @@ def test_random_reads_match_a_model_of_the_log(open_log):
             total += size
         assert got == expected, (offset, max_bytes, max_offset, min_one)
         assert result.size == sum(b[2] for b in got)
+
+
+def test_a_fetch_response_cut_inside_its_last_batch_yields_the_whole_batches_before_it(open_log, tmp_path):
+    """A Kafka leader fills a Fetch response to the byte limit and may cut the last batch short; a follower keeps
+    the whole batches and fetches the rest next time. A first batch cut short is still corrupt."""
+    log = open_log()
+    for _ in range(3):
+        append(log, 4)
+    log.flush()
+    raw = (tmp_path / "topic-0" / f"{0:020d}{LOG_SUFFIX}").read_bytes()
+    sizes = [h.size for _, h in iter_batches(raw)]
+    cut = raw[:sizes[0] + sizes[1] + 10]
+    assert whole_batches(cut)[0] == sizes[0] + sizes[1]
+    assert [h.base_offset for _position, h in whole_batches(cut)[1]] == [0, 4]
+    assert whole_batches(raw) == (len(raw), list(iter_batches(raw)))
+    with pytest.raises(CorruptBatchError):
+        whole_batches(raw[:sizes[0] - 1])
+    damaged = bytearray(raw)
+    damaged[sizes[0] + 30] ^= 0xFF  # inside the second batch's CRC-covered bytes
+    with pytest.raises(CorruptBatchError):
+        whole_batches(damaged)

@@ -1,7 +1,8 @@
 """Real Apache Kafka brokers on loopback, for tests and benches beside odradek.
 
 3.x runs in ZooKeeper mode on the ZooKeeper connect string it is given, under a chroot of its own (so clusters can
-share one ZooKeeper); without one it starts a :class:`~odradek.coordination.localzk.LocalZooKeeper` of its own.
+share one ZooKeeper) or under a given one with given broker ids (to join brokers of another kind already there, as a
+mixed cluster does); without one it starts a :class:`~odradek.coordination.localzk.LocalZooKeeper` of its own.
 4.x runs in KRaft combined mode (every node is a broker and a voter), each log directory formatted with
 ``kafka.tools.StorageTool`` first.
 
@@ -160,11 +161,20 @@ class KafkaCluster:
         heap_mb: int = 512,
         quick_start: bool = True,
         start_deadline_s: float = 180.0,
+        chroot: str | None = None,
+        broker_ids: Sequence[int] | None = None,
     ) -> None:
+        """``chroot`` (ZooKeeper mode): a path other brokers already use, to join their cluster instead of a chroot of
+        its own; ``broker_ids``: the brokers' ids (``1 .. brokers`` when not given), so they can sit beside brokers
+        of another kind that hold other ids."""
+        if broker_ids is not None:
+            brokers = len(broker_ids)
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         if racks and len(racks) != brokers:
             raise ValueError(f"give one rack per broker ({brokers}), not {len(racks)}")
+        if chroot is not None and not chroot.startswith("/"):
+            raise ValueError(f"a chroot is an absolute ZooKeeper path, not {chroot!r}")
         self.racks = list(racks or [])
         self.base_dir = Path(base_dir)
         self.version = version
@@ -174,12 +184,12 @@ class KafkaCluster:
         self.heap_mb = heap_mb
         self.quick_start = quick_start
         self.start_deadline_s = start_deadline_s
-        self.chroot = f"/kafka-{uuid.uuid4().hex[:12]}"
+        self.chroot = chroot or f"/kafka-{uuid.uuid4().hex[:12]}"
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self._own_zookeeper: LocalZooKeeper | None = None
         self.brokers: list[KafkaBroker] = [
             KafkaBroker(self, node_id, free_port(), free_port() if self.kraft else 0)
-            for node_id in range(1, brokers + 1)
+            for node_id in (broker_ids or range(1, brokers + 1))
         ]
 
     @property

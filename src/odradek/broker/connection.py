@@ -45,10 +45,30 @@ from odradek.protocol.framing import (
     peek_key_version,
     request_schema,
 )
+from odradek.protocol.ibp import controller_request_refusal
 from odradek.protocol.wire import SIZE, WireFormatError, read_request_header, response_header
 from odradek.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslConnection, SaslSettings, State
 
 log = logging.getLogger(__name__)
+
+
+class ControllerRequestRefused(FrameError):
+    """A controller request at a version odradek does not serve: the sender's IBP is not odradek's. A Kafka
+    controller resends every 100 ms on a new connection, so the explanation is logged once per API version in
+    each process, and each closed connection after it only at debug level."""
+
+    _explained: set[tuple[int, int]] = set()
+
+    def __init__(self, api_key: int, version: int) -> None:
+        super().__init__(controller_request_refusal(api_key, version))
+        self.key = (api_key, version)
+
+    def log(self, peer: object) -> None:
+        if self.key in self._explained:
+            log.debug("closing connection %s: %s", peer, self)
+            return
+        self._explained.add(self.key)
+        log.error("closing connection %s: %s", peer, self)
 
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
@@ -211,6 +231,8 @@ class Connection:
                 self._touch()
                 if key >= 0:
                     stats.request_done(key, (time.perf_counter() - started) * 1000, size, out_size)
+        except ControllerRequestRefused as exc:
+            exc.log(self.peer)
         except FrameError as exc:
             log.warning("closing connection %s: %s", self.peer, exc)
         except (ConnectionError, asyncio.CancelledError):
@@ -480,9 +502,7 @@ class Connection:
         timeout is answered by the first copy's application (:mod:`odradek.broker.link.resent_requests`)."""
         key, version, _correlation_id = peek_key_version(frame)
         if not api.MIN_VERSION <= version <= api.MAX_VERSION:
-            raise FrameError(
-                f"unsupported version {version} of API {key} (supported {api.MIN_VERSION}-{api.MAX_VERSION})"
-            )
+            raise ControllerRequestRefused(key, version)
         try:
             header, body = parse_request_frame(frame)
         except RequestFormatError as exc:

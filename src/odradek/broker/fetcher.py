@@ -40,7 +40,7 @@ from odradek.broker.peer import PeerConnection
 from odradek.broker.replica import Partition
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
-from odradek.protocol.records import CorruptBatchError, iter_batches
+from odradek.protocol.records import CorruptBatchError, whole_batches
 from odradek.security.broker_client import PLAINTEXT, OutgoingSecurity
 from odradek.tasks import spawn
 
@@ -312,11 +312,13 @@ class ReplicaFetcher:
         records = p.records
         if records:
             try:
-                batches = list(iter_batches(records))
+                whole, batches = whole_batches(records)
             except CorruptBatchError as exc:
                 log.warning("corrupt batch from leader %d for %s-%d: %s", self.leader_id, topic,
                             p.partition_index, exc)
                 return
+            if whole < len(records):  # a Kafka leader may cut the last batch short at the byte limit
+                records = memoryview(records)[:whole]
             headers = [h for _pos, h in batches]
             if headers and headers[0].base_offset != plog.log_end_offset:
                 # the leader answered from the batch holding our offset; skip what we already have (a view, not a

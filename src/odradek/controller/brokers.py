@@ -89,6 +89,9 @@ class BrokerManager:
         """Seed 001 section 8.2.3, ``onBrokerStartup``."""
         ctx = self._shared.ctx
         self._shared.batch.add_update_metadata(ctx.live_or_shutting_down, None)
+        # Sent on its own, before any LeaderAndIsr, as Kafka's onBrokerStartup does: a Kafka broker takes a
+        # follower's leader from its metadata cache, and refuses to follow one that cache does not list yet.
+        await self._shared.send_batch()
         on_new = ctx.replicas_on(brokers)
         deleting = [r for r in on_new if ctx.is_queued_for_deletion(r.topic)]
         await self._replicas.to([r for r in on_new if not ctx.is_queued_for_deletion(r.topic)], R.ONLINE)

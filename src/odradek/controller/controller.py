@@ -123,6 +123,7 @@ class Controller:
         self.events_processed = 0
 
         shared = self._shared = Shared(broker_id, self._config, clock, self._post)
+        shared.send_batch = self._flush
         partitions = self._partitions = PartitionStateMachine(shared)
         replicas = self._replicas = ReplicaStateMachine(shared)
         self._deletion = DeletionManager(shared, partitions, replicas)

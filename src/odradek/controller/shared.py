@@ -10,7 +10,7 @@ inherit. Only the event loop's task touches it, one event at a time, so nothing 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from odradek.clock import Clock
@@ -34,6 +34,10 @@ from odradek.coordination.store import EventType, WatchedEvent
 __all__ = ["Shared"]
 
 
+async def _nothing_to_send() -> None:
+    """A Shared outside a controller (a test's) sends nothing."""
+
+
 class Shared:
     def __init__(self, broker_id: int, config: ControllerConfig, clock: Clock,
                  post: Callable[[Event], None]) -> None:
@@ -53,6 +57,9 @@ class Shared:
         self.unclean_elections = 0
         """Leaders elected from outside the ISR while this broker was controller (Kafka's UncleanLeaderElections)."""
         self.batch = RequestBatch()
+        self.send_batch: Callable[[], Awaitable[None]] = _nothing_to_send
+        """Sends what :attr:`batch` holds now, before the event ends (the controller sets it): Kafka's managers
+        call ``sendRequestsToBrokers`` mid-event where a request must reach a broker before the next ones."""
         self.applier = Applier(self)
         self.store_or_none: ControllerStore | None = None
         self.channels: ChannelManager | None = None

@@ -60,6 +60,7 @@ from odradek.coordination.znodes import (
     topic_config_path,
     topic_path,
 )
+from odradek.protocol.ibp import registration_refusal
 
 __all__ = ["ControllerMovedError", "ControllerStore", "LoadedTopic"]
 
@@ -93,6 +94,7 @@ class ControllerStore:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.epoch_zk_version = -1
+        self._refused: set[tuple[int, int]] = set()
 
     # ------------------------------------------------------------------------------------- election
 
@@ -160,7 +162,8 @@ class ControllerStore:
     # ---------------------------------------------------------------------------------------- reads
 
     async def brokers(self, watch: WatchCallback | None) -> dict[int, tuple[BrokerRegistration, int]]:
-        """Live brokers with their epochs (the czxid of their registration)."""
+        """Live brokers with their epochs (the czxid of their registration); a broker whose registration says it
+        runs an inter-broker protocol odradek does not speak is left out, with one log line saying why."""
         names = await self.session.children(BROKER_IDS, watch=watch)
         ids = sorted(int(n) for n in names if n.isdigit())
         results = await self.session.get_many([broker_path(b) for b in ids])
@@ -169,8 +172,15 @@ class ControllerStore:
             if isinstance(result, CoordinationError):
                 continue
             registration = decode_or_skip(BrokerRegistration.from_json, result[0], broker_path(broker_id))
-            if registration is not None:
-                out[broker_id] = (registration, result[1].czxid)
+            if registration is None:
+                continue
+            refusal = registration_refusal(broker_id, registration.version)
+            if refusal is not None:
+                if (broker_id, result[1].czxid) not in self._refused:  # once per registration, not per event
+                    self._refused.add((broker_id, result[1].czxid))
+                    log.error("%s", refusal)
+                continue
+            out[broker_id] = (registration, result[1].czxid)
         return out
 
     async def topic_names(self, watch: WatchCallback | None) -> set[str]:

@@ -14,6 +14,8 @@ crash a controller.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import logging
@@ -41,6 +43,7 @@ __all__ = [
     "CONTROLLER",
     "CONTROLLER_EPOCH",
     "DELETE_TOPICS",
+    "FEATURE",
     "ISR_CHANGE_NOTIFICATION",
     "ISR_CHANGE_PREFIX",
     "LOG_DIR_EVENT_NOTIFICATION",
@@ -55,6 +58,7 @@ __all__ = [
     "ControllerRegistration",
     "Endpoint",
     "EntityConfig",
+    "FeatureZnode",
     "IsrChangeNotification",
     "LogDirEventNotification",
     "PartitionReassignment",
@@ -67,8 +71,10 @@ __all__ = [
     "broker_path",
     "decode_controller_epoch",
     "decode_or_skip",
+    "decode_topic_id",
     "delete_topic_path",
     "encode_controller_epoch",
+    "encode_topic_id",
     "ensure_kafka_layout",
     "entity_config_path",
     "generate_broker_id",
@@ -111,6 +117,9 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
+FEATURE = "/feature"
+"""Written by Kafka's controller (KIP-584), never by odradek's: ``status`` 1 (enabled) says that controller runs
+``inter.broker.protocol.version`` 2.7 or newer, 0 (disabled) that it runs an older one."""
 
 PERSISTENT_PATHS: tuple[str, ...] = (
     BROKER_IDS,
@@ -208,8 +217,25 @@ async def read_topic_ids(session: Session, topics: Iterable[str]) -> dict[str, u
             parsed = decode_or_skip(TopicAssignment.from_json, result[0], topic_path(topic))
             if parsed is not None and parsed.topic_id:
                 with contextlib.suppress(ValueError):
-                    out[topic] = uuid.UUID(parsed.topic_id)
+                    out[topic] = decode_topic_id(parsed.topic_id)
     return out
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    """A topic id as Kafka's ``Uuid.toString`` writes it into ``/brokers/topics/{topic}``: the 16 bytes in URL-safe
+    base64 without padding (22 characters). Kafka's controller cannot read the dashed hexadecimal form."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    """Kafka's form (see :func:`encode_topic_id`), or the dashed hexadecimal form odradek wrote before it wrote
+    Kafka's; raises ``ValueError`` for anything else."""
+    if len(text) == 22:
+        try:
+            return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+        except (binascii.Error, ValueError):
+            raise ValueError(f"not a topic id: {text!r}") from None
+    return uuid.UUID(text)
 
 
 async def generate_broker_id(session: Session, reserved_broker_max_id: int = 1000) -> int:
@@ -499,7 +525,7 @@ def decode_controller_epoch(data: bytes, path: str = CONTROLLER_EPOCH) -> int:
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
     """``/brokers/topics/{topic}``: partition -> replicas (first is preferred), with in-flight reassignment
-    sets."""
+    sets; ``topic_id`` is the text of the znode's ``topic_id`` (see :func:`encode_topic_id`)."""
 
     partitions: Mapping[int, tuple[int, ...]]
     adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
@@ -514,7 +540,10 @@ class TopicAssignment:
             "removing_replicas": {str(p): list(r) for p, r in sorted(self.removing_replicas.items()) if r},
         }
         if self.topic_id:
-            doc["topic_id"] = self.topic_id
+            try:  # an id odradek wrote in the dashed form is rewritten in Kafka's
+                doc["topic_id"] = encode_topic_id(decode_topic_id(self.topic_id))
+            except ValueError:
+                doc["topic_id"] = self.topic_id
         return _dump(doc)
 
     @classmethod
@@ -542,34 +571,41 @@ class PartitionState:
     wrote it.
 
     The znode's own version (the ``zkVersion`` of Kafka's ``LeaderAndIsr``) is not in the JSON; it comes from
-    the stat and is what compare-and-set uses.
+    the stat and is what compare-and-set uses. ``leader_recovery_state`` (KIP-704, IBP 3.2+) is written only when
+    it is not 0 (RECOVERED), as Kafka does: 1 (RECOVERING) follows an unclean election.
     """
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    leader_recovery_state: int = 0
 
     def to_json(self) -> bytes:
-        return _dump(
-            {
-                "controller_epoch": self.controller_epoch,
-                "leader": self.leader,
-                "version": 1,
-                "leader_epoch": self.leader_epoch,
-                "isr": list(self.isr),
-            }
-        )
+        doc: dict[str, Any] = {
+            "controller_epoch": self.controller_epoch,
+            "leader": self.leader,
+            "version": 1,
+            "leader_epoch": self.leader_epoch,
+            "isr": list(self.isr),
+        }
+        if self.leader_recovery_state:
+            doc["leader_recovery_state"] = self.leader_recovery_state
+        return _dump(doc)
 
     @classmethod
     def from_json(cls, data: bytes, path: str) -> PartitionState:
         js = _Json(data, path)
         js.version((1,))
+        recovery = js.integer("leader_recovery_state") if js.has("leader_recovery_state") else 0
+        if recovery not in (0, 1):
+            raise js.fail(f"unknown leader_recovery_state {recovery}")
         return cls(
             js.integer("leader"),
             js.integer("leader_epoch"),
             tuple(js.integers("isr")),
             js.integer("controller_epoch"),
+            recovery,
         )
 
 
@@ -641,6 +677,34 @@ class ClusterId:
 
 
 # ----------------------------------------------------------------------------------------------- admin
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureZnode:
+    """``/feature`` (Kafka's ``FeatureZNode``): the cluster's finalized feature levels and whether the controller
+    that wrote it has feature versioning enabled (IBP 2.7 or newer). Version 1 gives each feature a
+    ``min_version_level`` and a ``max_version_level``, version 2 (IBP 3.3 and newer) only the maximum; ``features``
+    holds the maximum of each."""
+
+    version: int
+    enabled: bool
+    features: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        levels = {name: ({"max_version_level": level, "min_version_level": level} if self.version == 1
+                         else {"max_version_level": level}) for name, level in sorted(self.features.items())}
+        return _dump({"features": levels, "version": self.version, "status": 1 if self.enabled else 0})
+
+    @classmethod
+    def from_json(cls, data: bytes, path: str = FEATURE) -> FeatureZnode:
+        js = _Json(data, path)
+        version = js.version((1, 2))
+        status = js.integer("status")
+        if status not in (0, 1):
+            raise js.fail(f"malformed status {status}")
+        features = {name: js.integer("features", js.obj_of("features", levels).get("max_version_level"))
+                    for name, levels in js.obj_of("features", required=False).items()}
+        return cls(version, status == 1, features)
 
 
 @dataclass(frozen=True, slots=True)

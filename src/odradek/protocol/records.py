@@ -62,6 +62,10 @@ class CorruptBatchError(KafkaError):
         self.position = position
 
 
+class TruncatedBatchError(CorruptBatchError):
+    """The buffer ends inside a batch (its header or its body)."""
+
+
 class BatchHeader(NamedTuple):
     base_offset: int
     batch_length: int
@@ -129,7 +133,7 @@ def iter_batches(
     position = start
     while position < limit:
         if limit - position < HEADER_SIZE:
-            raise CorruptBatchError(f"truncated batch header: {limit - position} bytes", position)
+            raise TruncatedBatchError(f"truncated batch header: {limit - position} bytes", position)
         header = read_header(view, position)
         if header.magic != 2:
             raise CorruptBatchError(f"unsupported magic {header.magic}", position)
@@ -137,11 +141,30 @@ def iter_batches(
         if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
             raise CorruptBatchError(f"batch length {header.batch_length} below header size", position)
         if position + size > limit:
-            raise CorruptBatchError(f"truncated batch: needs {size} bytes, {limit - position} left", position)
+            raise TruncatedBatchError(f"truncated batch: needs {size} bytes, {limit - position} left", position)
         if verify_crc and crc32c.crc32c(view[position + CRC_START : position + size]) != header.crc:
             raise CorruptBatchError("CRC-32C mismatch", position)
         yield position, header
         position += size
+
+
+def whole_batches(buf: bytes | bytearray | memoryview) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    """The length of ``buf`` that holds whole batches, and their positions and headers (as :func:`iter_batches`
+    yields them), leaving out a partial batch at its end.
+
+    A Kafka leader fills a Fetch response up to the partition's byte limit and may cut the last batch short; Kafka's
+    readers stop at it (``ByteBufferLogInputStream``), and the next fetch starts there. A first batch cut short, or
+    any other damage, still raises :class:`CorruptBatchError`.
+    """
+    batches: list[tuple[int, BatchHeader]] = []
+    try:
+        for batch in iter_batches(buf):
+            batches.append(batch)
+    except TruncatedBatchError as exc:
+        if not batches:
+            raise
+        return exc.position, batches
+    return len(buf), batches
 
 
 def validate_produce(records: bytes | bytearray | memoryview) -> list[BatchHeader]:

@@ -59,7 +59,7 @@ class TopicAdmin:
         if assignment is None:
             return None
         configs = await zn.read_topic_configs(session, [name])
-        topic_id = uuid.UUID(assignment.topic_id) if assignment.topic_id else fallback_topic_id(
+        topic_id = zn.decode_topic_id(assignment.topic_id) if assignment.topic_id else fallback_topic_id(
             self.metadata.cluster_id, name)
         return TopicRecord(name, topic_id, {p: list(r) for p, r in assignment.partitions.items()},
                            configs.get(name, {}))
@@ -175,7 +175,8 @@ class TopicAdmin:
         try:
             await session.create(
                 zn.topic_path(name),
-                zn.TopicAssignment({p: tuple(r) for p, r in assignment.items()}, topic_id=str(topic_id)).to_json(),
+                zn.TopicAssignment({p: tuple(r) for p, r in assignment.items()},
+                                   topic_id=zn.encode_topic_id(topic_id)).to_json(),
             )
         except NodeExistsError:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.") from None
