@@ -111,6 +111,7 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
+FEATURE = "/feature"
 
 PERSISTENT_PATHS: tuple[str, ...] = (
     BROKER_IDS,
@@ -638,6 +639,48 @@ class ClusterId:
     @classmethod
     def from_json(cls, data: bytes, path: str = CLUSTER_ID) -> ClusterId:
         return cls(_Json(data, path).string("id"))
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureZNode:
+    """``/feature``: the cluster's finalized features (KIP-584), as Kafka 3.9's ZooKeeper-mode controller keeps
+    them (``FeatureZNode``): ``{"version":2,"status":1,"features":{"group.version":{"max_version_level":1}}}``.
+    Version 1 also carried ``min_version_level`` (written equal to the max); both versions are read. Status 1 is
+    Enabled, 0 Disabled (finalized features then do not count). The znode's data version is the finalized features'
+    epoch brokers report in ApiVersions."""
+
+    features: Mapping[str, int] = field(default_factory=dict)
+    enabled: bool = True
+    version: int = 2
+
+    def to_json(self) -> bytes:
+        levels: dict[str, dict[str, int]] = {}
+        for name, level in sorted(self.features.items()):
+            levels[name] = {"max_version_level": level}
+            if self.version == 1:
+                levels[name]["min_version_level"] = level
+        return _dump({"version": self.version, "status": 1 if self.enabled else 0, "features": levels})
+
+    @classmethod
+    def from_json(cls, data: bytes, path: str = FEATURE) -> FeatureZNode:
+        js = _Json(data, path)
+        version = js.version((1, 2))
+        if not js.has("status"):
+            raise js.fail("'status' can not be absent")
+        status = js.integer("status")
+        if status not in (0, 1):
+            raise js.fail(f"malformed status {status}")
+        if not js.has("features"):
+            raise js.fail("'features' can not be absent")
+        features: dict[str, int] = {}
+        for name, levels in js.obj_of("features").items():
+            levels = js.obj_of(name, levels)
+            if version == 1 and "min_version_level" not in levels:
+                raise js.fail(f"min_version_level absent in {name!r}")
+            if "max_version_level" not in levels:
+                raise js.fail(f"max_version_level absent in {name!r}")
+            features[name] = js.integer(name, levels["max_version_level"])
+        return cls(features=features, enabled=status == 1, version=version)
 
 
 # ----------------------------------------------------------------------------------------------- admin
