@@ -3,6 +3,7 @@ ApiVersions, and UpdateFeatures on the controller (and NOT_CONTROLLER elsewhere)
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,13 @@ def update(conn: KafkaConnection, *updates: tuple[str, int, int], validate_only:
     return conn.request(UPDATE_FEATURES, cls(
         feature_updates=tuple(key(feature=f, max_version_level=level, upgrade_type=kind) for f, level, kind in updates),
         validate_only=validate_only), version)
+
+
+def heartbeat(conn: KafkaConnection) -> Any:
+    cls = load_request_schema(68, 0)
+    return conn.request(68, cls(group_id="g", member_id="m", member_epoch=0, instance_id=None, rack_id=None,
+                                rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=("t",),
+                                server_assignor=None, topic_partitions=()), 0)
 
 
 def znode(cluster: ThreadedCluster, path: str) -> bytes:
@@ -95,9 +103,15 @@ def test_finalized_features_across_the_cluster(tmp_path: Path) -> None:
             wait_for(lambda: all(features_of(c)[0] == 1 for c in conns.values()), what="epoch 1 everywhere")
             assert features_of(elsewhere) == (1, {"group.version": (0, 1)}, {})
             assert json.loads(znode(cluster, zn.FEATURE))["features"] == {}
+            # the consumer group protocol is off on every broker, as Kafka 4.x turns it off
+            for conn in conns.values():
+                refused_heartbeat = heartbeat(conn)
+                assert (refused_heartbeat.error_code, refused_heartbeat.error_message) == (
+                    ErrorCode.unsupported_version, "The version of API is not supported.")
             assert update(on_controller, ("group.version", 1, 1), version=2).error_code is ErrorCode.none
             wait_for(lambda: all(features_of(c) == (2, {"group.version": (0, 1)}, {"group.version": 1})
                                  for c in conns.values()), what="epoch 2 everywhere")
+            assert heartbeat(elsewhere).error_code is not ErrorCode.unsupported_version
         finally:
             for conn in conns.values():
                 conn.close()
