@@ -213,17 +213,17 @@ def test_topic_ids_are_written_in_kafkas_base64_form_and_read_in_both() -> None:
 
 def test_feature_znode_as_kafka_writes_it_at_each_ibp() -> None:
     ibp_26 = b'{"features":{},"version":1,"status":0}'  # what a 3.9 controller at IBP 2.6 wrote
-    assert z.FeatureZNode.from_json(ibp_26) == z.FeatureZNode({}, enabled=False, version=1)
-    assert z.FeatureZNode.from_json(ibp_26).to_json() == ibp_26
+    assert z.FeatureZnode.from_json(ibp_26) == z.FeatureZnode(1, False, {})
+    assert z.FeatureZnode.from_json(ibp_26).to_json() == ibp_26
     ibp_39 = b'{"features":{"metadata.version":{"max_version_level":21}},"version":2,"status":1}'
-    assert z.FeatureZNode.from_json(ibp_39) == z.FeatureZNode({"metadata.version": 21})
-    assert z.FeatureZNode.from_json(ibp_39).to_json() == ibp_39
+    assert z.FeatureZnode.from_json(ibp_39) == z.FeatureZnode(2, True, {"metadata.version": 21})
+    assert z.FeatureZnode.from_json(ibp_39).to_json() == ibp_39
     v1 = b'{"features":{"f":{"max_version_level":3,"min_version_level":3}},"version":1,"status":1}'
-    assert z.FeatureZNode.from_json(v1).to_json() == v1
+    assert z.FeatureZnode.from_json(v1).to_json() == v1
     for bad in (b'{"features":{},"version":3,"status":0}', b'{"features":{},"version":2,"status":7}',
                 b'{"features":{},"version":2}'):
         with pytest.raises(z.ZnodeDataError):
-            z.FeatureZNode.from_json(bad)
+            z.FeatureZnode.from_json(bad)
 
 
 def test_partition_state_keeps_leader_recovery_state() -> None:

@@ -69,7 +69,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     _api(45, ".max_version", _NEWER + " (AlterPartitionReassignments v1: allowReplicationFactorChange)"),
     _api(56, "", "AlterPartition is the KRaft-migration-era controller API; odradek's ISR changes go through "
                  "ZooKeeper as a 2.x ZooKeeper-mode broker's do"),
-    _api(57, ".max_version", _NEWER + " (UpdateFeatures v2: no per-feature results)"),
+    _api(57, "", "UpdateFeatures is not served: odradek's finalized features are fixed (group.version=1)"),
     _api(58, "", "Envelope is forwarding to a KRaft controller; odradek has none"),
     _api(60, ".max_version", _NEWER + " (DescribeCluster v2: endpoint type)"),
     _api(67, "", "AllocateProducerIds is the KRaft-migration-era controller API; odradek allocates id blocks on "
@@ -79,9 +79,8 @@ DIFFERENCES: tuple[Difference, ...] = (
     _api(75, "", "DescribeTopicPartitions (KIP-966) is served by odradek for 4.x admin clients; Kafka 3.9 serves it "
                  "only in KRaft mode"),
     *(Difference(f"api-versions.v{v}", "*features*",
-                 "odradek supports group.version 0-1 and finalizes it at 1 in /feature (the KIP-848 consumer "
-                 "protocol is on, as in Kafka 4.0); Kafka 3.9 in ZooKeeper mode supports no feature and keeps "
-                 "/feature empty") for v in (3, 4)),
+                 "odradek advertises and finalizes group.version=1 (the KIP-848 consumer protocol is on, as in "
+                 "Kafka 4.0); Kafka 3.9 in ZooKeeper mode has no finalized features (epoch 0)") for v in (3, 4)),
     # topic configs Kafka 3.9 lists that odradek does not implement
     *(Difference(scenario, f"*configs[{name}]", reason)
       for scenario in ("create-topics.v5.one-partition", "create-topics.v6.one-partition",

@@ -225,9 +225,6 @@ SCENARIOS = [
     Scenario("secured.delete-topics.v6.delete-unknown-topic", _DELETE,
              setup=(grant(acl(TOPIC, "{topic}", DELETE)),)),
     # groups
-    Scenario("secured.update-features.v1.no-acl", Call(57, 1, {"feature_updates": [
-        {"feature": "group.version", "max_version_level": 0, "upgrade_type": 2}], "validate_only": True},
-        to="alice")),
     Scenario("secured.find-coordinator.v3.group-no-acl", Call(10, 3, {"key": "{group}", "key_type": 0}, to="alice")),
     Scenario("secured.join-group.v7.no-acl", _JOIN),
     Scenario("secured.describe-groups.v5.no-acl", _DESCRIBE_GROUPS, setup=(_GROUP_READY,)),

@@ -122,15 +122,10 @@ def test_bad_input_offsets_regex_and_restart(broker_factory: Any) -> None:
     admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(30)
     a, b = uuid.uuid4().hex, uuid.uuid4().hex
     with KafkaConnection(broker.bootstrap) as conn:
-        # ApiVersions v3+ advertises both APIs and, once the controller has written /feature, group.version
-        # finalized at 1, as Kafka 4.0 brokers do.
-        def api_versions() -> Any:
-            request = _mod("api_versions", 3).ApiVersionsRequest(client_software_name="test",
-                                                                 client_software_version="1")
-            return conn.request(18, request, 3)
-
-        wait_for(lambda: api_versions().finalized_features, what="finalized features")
-        versions = api_versions()
+        # ApiVersions v3+ advertises both APIs and group.version finalized at 1, as Kafka 4.0 brokers do.
+        versions = conn.request(
+            18, _mod("api_versions", 3).ApiVersionsRequest(client_software_name="test", client_software_version="1"), 3
+        )
         assert {int(k.api_key): int(k.max_version) for k in versions.api_keys}.items() >= {68: 1, 69: 1}.items()
         assert [(f.name, f.max_version_level) for f in versions.finalized_features] == [("group.version", 1)]
         wait_for(lambda: coordinator_ready(conn, group) and coordinator_ready(conn, rx_group), what="coordinator")

@@ -45,7 +45,7 @@ def test_odradek_reads_the_znodes_kafka_wrote(cluster: MixedCluster) -> None:
         assert zn.ControllerRegistration.from_json(zk.get(zn.CONTROLLER)[0]).broker_id == KAFKA_ID
         assert zn.decode_controller_epoch(zk.get(zn.CONTROLLER_EPOCH)[0]) >= 1
         assert zn.ClusterId.from_json(zk.get(zn.CLUSTER_ID)[0]).id
-        feature = zn.FeatureZNode.from_json(zk.get(zn.FEATURE)[0])
+        feature = zn.FeatureZnode.from_json(zk.get(zn.FEATURE)[0])
         assert (feature.version, feature.enabled, dict(feature.features)) == (1, False, {})  # IBP < 2.7
 
 

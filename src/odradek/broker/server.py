@@ -43,7 +43,6 @@ from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
 from odradek.broker.link.controller_requests import ControllerRequests
-from odradek.broker.link.feature_watch import FeatureWatch
 from odradek.broker.link.isr_propagation import IsrPropagation
 from odradek.broker.link.membership import Membership, Registration
 from odradek.broker.link.producer_id_blocks import ProducerIdBlocks
@@ -159,7 +158,6 @@ class Broker:
         self.isr = IsrPropagation(self.membership, self.clock, lambda: self.controller_requests.controller_epoch)
         self.replicas.isr_writer = self._write_isr
         self.config_watch = ConfigWatch(self.membership, self.replicas.apply_topic_config)
-        self.feature_watch = FeatureWatch(self.membership)
         self.client_quotas = ClientQuotaService(
             self.membership, ClientQuotas.create(config["quota.window.num"], config["quota.window.size.seconds"]),
             self.clock,
@@ -185,7 +183,7 @@ class Broker:
             controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
             broker_configs=self.broker_configs,
             apis=load_apis(), stats=self.replicas.stats, authorizer=self.authorizer,
-            fetch_sessions=self.fetch_sessions, features=self.feature_watch,
+            fetch_sessions=self.fetch_sessions,
         )
         self.metrics_port = metrics_port
         self.http: ObserveServer | None = None
@@ -407,7 +405,6 @@ class Broker:
         await self._close_connections()
         await self.replicas.fetchers.stop()
         self.config_watch.stopped = True
-        self.feature_watch.stopped = True
         if self.acl_watch is not None:
             self.acl_watch.stopped = True
         await self.controller.stop()

@@ -21,7 +21,6 @@ from odradek.broker.group import GroupCoordinator
 from odradek.broker.link.broker_configs import BrokerConfigService
 from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.controller_requests import ControllerRequests
-from odradek.broker.link.feature_watch import FeatureWatch
 from odradek.broker.link.topic_admin import TopicAdmin
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.producer_ids import ProducerIdManager
@@ -57,5 +56,3 @@ class Services:
     Kafka), so the check on the produce and fetch path is one attribute test."""
     fetch_sessions: FetchSessionCache | None = None
     """Incremental fetch sessions (KIP-227); None serves every fetch sessionless."""
-    features: FeatureWatch | None = None
-    """The finalized features read from ``/feature`` (ApiVersions reports them); None knows of none."""

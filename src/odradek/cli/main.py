@@ -39,7 +39,6 @@ def _mount_subcommands() -> None:
     from odradek.cli.console import consume, produce
     from odradek.cli.demo import demo
     from odradek.cli.dump_log import dump_log_command
-    from odradek.cli.features import features
     from odradek.cli.groups import groups
     from odradek.cli.perf import perf
     from odradek.cli.schema_registry import schema_registry
@@ -64,7 +63,6 @@ def _mount_subcommands() -> None:
     main.add_command(schema_registry)
     main.add_command(schemas)
     main.add_command(transactions)
-    main.add_command(features)
 
 
 _mount_subcommands()

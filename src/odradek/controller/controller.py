@@ -58,8 +58,6 @@ from odradek.controller.events import (
     TopicChange,
     TopicDeletion,
 )
-from odradek.controller.feature_manager import FeatureManager
-from odradek.controller.features import FeatureUpdate, UpdateOutcome
 from odradek.controller.isr import IsrChangeManager
 from odradek.controller.log_dirs import LogDirFailureManager
 from odradek.controller.machines import PartitionStateMachine, ReplicaStateMachine
@@ -136,7 +134,6 @@ class Controller:
         self._brokers = BrokerManager(shared, partitions, replicas, self._reassignment, self._deletion)
         self._isr = IsrChangeManager(shared, self._reassignment)
         self._log_dirs = LogDirFailureManager(shared, partitions, replicas)
-        self._features = FeatureManager(shared)
 
     # ------------------------------------------------------------------------------------ public surface
 
@@ -217,10 +214,6 @@ class Controller:
         """AlterPartitionReassignments: target replicas per partition, ``None`` to cancel one in progress."""
         wanted = {TopicPartition(t, p): (None if r is None else tuple(r)) for (t, p), r in reassignments.items()}
         return await self._call(lambda: self._reassignment.alter(wanted))
-
-    async def update_features(self, updates: Sequence[FeatureUpdate], validate_only: bool) -> UpdateOutcome:
-        """UpdateFeatures: the finalized levels in ``/feature`` (see :mod:`.features`)."""
-        return await self._call(lambda: self._features.update(updates, validate_only))
 
     async def list_partition_reassignments(
         self, partitions: Iterable[tuple[str, int]] | None = None
@@ -465,7 +458,6 @@ class Controller:
         log.info("controller %d: elected with epoch %d", self.broker_id, epoch)
         shared.note(f"broker {self.broker_id}", "standby", "active", f"elected with controller epoch {epoch}")
         await ensure_kafka_layout(store.session)
-        await self._features.enable()
         shared.channels = ChannelManager(self._transport, retry_backoff_ms=self._config.retry_backoff_ms,
                                          request_timeout_ms=self._config.request_timeout_ms)
         ctx = shared.ctx

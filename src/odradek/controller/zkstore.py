@@ -35,7 +35,6 @@ from odradek.coordination.znodes import (
     CONTROLLER,
     CONTROLLER_EPOCH,
     DELETE_TOPICS,
-    FEATURE,
     ISR_CHANGE_NOTIFICATION,
     LOG_DIR_EVENT_NOTIFICATION,
     PREFERRED_REPLICA_ELECTION,
@@ -43,7 +42,6 @@ from odradek.coordination.znodes import (
     TOPICS,
     BrokerRegistration,
     ControllerRegistration,
-    FeatureZNode,
     IsrChangeNotification,
     LogDirEventNotification,
     PartitionReassignment,
@@ -291,16 +289,6 @@ class ControllerStore:
                 brokers.add(parsed.broker)
         return paths, brokers
 
-    async def features(self) -> tuple[FeatureZNode, int] | None:
-        """``/feature`` and its data version (the finalized features' epoch), or None when it does not exist. A
-        node that cannot be read counts as Disabled, which failover then rewrites Enabled with no features."""
-        try:
-            data, stat = await self.session.get(FEATURE)
-        except NoNodeError:
-            return None
-        node = decode_or_skip(FeatureZNode.from_json, data, FEATURE)
-        return (node or FeatureZNode({}, enabled=False)), stat.version
-
     # --------------------------------------------------------------------------------------- writes
 
     async def fenced(self, keyed_ops: Sequence[tuple[object, Op]]) -> tuple[dict[object, OpResult],
@@ -401,16 +389,6 @@ class ControllerStore:
         _, failed = await self.fenced([("reassign", op)])
         if failed and not isinstance(failed["reassign"], NoNodeError):
             raise failed["reassign"]
-
-    async def write_features(self, node: FeatureZNode, version: int | None) -> int:
-        """Create ``/feature`` (``version`` None) or replace it at the data version read, behind the epoch check;
-        returns the new data version. Raises the store's error when another writer got there first."""
-        op: Op = Create(FEATURE, node.to_json()) if version is None else SetData(FEATURE, node.to_json(), version)
-        done, failed = await self.fenced([("feature", op)])
-        if failed:
-            raise failed["feature"]
-        result = done["feature"]
-        return result.version if isinstance(result, Stat) else 0
 
     async def delete_fenced(self, path: str) -> None:
         _, failed = await self.fenced([(path, Delete(path))])

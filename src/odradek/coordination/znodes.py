@@ -58,7 +58,7 @@ __all__ = [
     "ControllerRegistration",
     "Endpoint",
     "EntityConfig",
-    "FeatureZNode",
+    "FeatureZnode",
     "IsrChangeNotification",
     "LogDirEventNotification",
     "PartitionReassignment",
@@ -118,6 +118,8 @@ CONFIG_CHANGE_PREFIX = "/config/changes/config_change_"
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
 FEATURE = "/feature"
+"""Written by Kafka's controller (KIP-584), never by odradek's: ``status`` 1 (enabled) says that controller runs
+``inter.broker.protocol.version`` 2.7 or newer, 0 (disabled) that it runs an older one."""
 
 PERSISTENT_PATHS: tuple[str, ...] = (
     BROKER_IDS,
@@ -674,51 +676,35 @@ class ClusterId:
         return cls(_Json(data, path).string("id"))
 
 
-@dataclass(frozen=True, slots=True)
-class FeatureZNode:
-    """``/feature``: the cluster's finalized features (KIP-584), as Kafka 3.9's ZooKeeper-mode controller keeps
-    them (``FeatureZNode``): ``{"features":{"group.version":{"max_version_level":1}},"version":2,"status":1}``.
-    Version 1 (before IBP 3.3) also carried ``min_version_level`` (written equal to the max); both versions are
-    read. Status 1 is Enabled (a controller at IBP 2.7 or newer), 0 Disabled (finalized features then do not
-    count). The znode's data version is the finalized features'
-    epoch brokers report in ApiVersions."""
+# ----------------------------------------------------------------------------------------------- admin
 
+
+@dataclass(frozen=True, slots=True)
+class FeatureZnode:
+    """``/feature`` (Kafka's ``FeatureZNode``): the cluster's finalized feature levels and whether the controller
+    that wrote it has feature versioning enabled (IBP 2.7 or newer). Version 1 gives each feature a
+    ``min_version_level`` and a ``max_version_level``, version 2 (IBP 3.3 and newer) only the maximum; ``features``
+    holds the maximum of each."""
+
+    version: int
+    enabled: bool
     features: Mapping[str, int] = field(default_factory=dict)
-    enabled: bool = True
-    version: int = 2
 
     def to_json(self) -> bytes:
-        """In Kafka's key order (``features``, ``version``, ``status``), byte for byte what its controller writes."""
-        levels: dict[str, dict[str, int]] = {}
-        for name, level in sorted(self.features.items()):
-            levels[name] = {"max_version_level": level}
-            if self.version == 1:
-                levels[name]["min_version_level"] = level
+        levels = {name: ({"max_version_level": level, "min_version_level": level} if self.version == 1
+                         else {"max_version_level": level}) for name, level in sorted(self.features.items())}
         return _dump({"features": levels, "version": self.version, "status": 1 if self.enabled else 0})
 
     @classmethod
-    def from_json(cls, data: bytes, path: str = FEATURE) -> FeatureZNode:
+    def from_json(cls, data: bytes, path: str = FEATURE) -> FeatureZnode:
         js = _Json(data, path)
         version = js.version((1, 2))
-        if not js.has("status"):
-            raise js.fail("'status' can not be absent")
         status = js.integer("status")
         if status not in (0, 1):
             raise js.fail(f"malformed status {status}")
-        if not js.has("features"):
-            raise js.fail("'features' can not be absent")
-        features: dict[str, int] = {}
-        for name, levels in js.obj_of("features").items():
-            levels = js.obj_of(name, levels)
-            if version == 1 and "min_version_level" not in levels:
-                raise js.fail(f"min_version_level absent in {name!r}")
-            if "max_version_level" not in levels:
-                raise js.fail(f"max_version_level absent in {name!r}")
-            features[name] = js.integer(name, levels["max_version_level"])
-        return cls(features=features, enabled=status == 1, version=version)
-
-
-# ----------------------------------------------------------------------------------------------- admin
+        features = {name: js.integer("features", js.obj_of("features", levels).get("max_version_level"))
+                    for name, levels in js.obj_of("features", required=False).items()}
+        return cls(version, status == 1, features)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,10 +4,8 @@ Advertises exactly the APIs whose modules exist in ``broker/apis`` with the rang
 say ``ADVERTISED = False`` (served, but hidden as Kafka hides them: the client-telemetry keys). A request for a
 newer ApiVersions version than we know is answered with a v0 response carrying UNSUPPORTED_VERSION and ApiVersions'
 own range (KIP-511, as Kafka answers it), so clients retry with a version we speak. v3+ clients send their software
-name and version, which we accept without checking. v3+ answers also carry the features (KIP-584): the ranges this
-broker supports (``controller/features.py``) and the cluster's finalized levels with their epoch, as read from
-``/feature`` (``broker/link/feature_watch.py``). As Kafka's ApiVersionsResponse, a finalized level 0 is left out, and
-below v4 so is a supported range starting at 0 (older clients fail to read one, KAFKA-17492).
+name and version, which we accept without checking. v3+ answers also carry the features Kafka 4.0 brokers advertise
+for KIP-848: ``group.version`` supported 0-1 and finalized at 1 (the consumer group protocol is on).
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ from kio.index import load_response_schema
 from kio.static.primitive import i16
 
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.broker.link.feature_watch import FinalizedFeatures
-from odradek.controller.features import SUPPORTED
 from odradek.errors import ErrorCode
 
 API_KEY = 18
@@ -43,17 +39,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     features: dict[str, Any] = {}
     if ctx.api_version >= 3:
-        watch = ctx.services.features
-        finalized = watch.finalized if watch is not None else FinalizedFeatures()
-        supported, finalized_key = nested(ctx, "SupportedFeatureKey"), nested(ctx, "FinalizedFeatureKey")
         features = {
-            "supported_features": tuple(
-                supported(name=name, min_version=i16(low), max_version=i16(high))
-                for name, (low, high) in sorted(SUPPORTED.items()) if ctx.api_version >= 4 or low > 0),
-            "finalized_features_epoch": finalized.epoch,
-            "finalized_features": tuple(
-                finalized_key(name=name, min_version_level=i16(level), max_version_level=i16(level))
-                for name, level in sorted(finalized.levels.items()) if level != 0),
+            "supported_features": (nested(ctx, "SupportedFeatureKey")(name="group.version", min_version=i16(0),
+                                                                      max_version=i16(1)),),
+            "finalized_features_epoch": ctx.services.metadata.version,
+            "finalized_features": (nested(ctx, "FinalizedFeatureKey")(name="group.version", min_version_level=i16(1),
+                                                                      max_version_level=i16(1)),),
         }
     return fit(ctx.response_class, error_code=ErrorCode.none, api_keys=keys, throttle_time=NO_THROTTLE, **features)
 

@@ -7,9 +7,6 @@ UNKNOWN_MEMBER_ID for a member the group does not hold). The broker computes the
 server-side assignor (``uniform`` or ``range``; any other name is UNSUPPORTED_ASSIGNOR) and moves each member
 towards it, revoking before assigning. v1 adds ``subscribed_topic_regex``, resolved against the broker's topics on
 every heartbeat, so a new matching topic joins the subscription. v0 lets the broker generate the member id.
-With ``group.version`` finalized below 1 (``odradek features downgrade``) the protocol is off and every heartbeat
-gets UNSUPPORTED_VERSION, as Kafka 4.x answers it; a broker that has not read ``/feature`` yet (the first controller
-writes it with level 1) serves the protocol.
 """
 
 from __future__ import annotations
@@ -20,15 +17,11 @@ from typing import Any
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.group.consumer_group import HeartbeatRequest, Partitions, TopicsSnapshot
-from odradek.controller.features import GROUP_VERSION
 from odradek.errors import ErrorCode
 
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
-
-UNSUPPORTED_VERSION_MESSAGE = "The version of API is not supported."
-"""Kafka's ``Errors.UNSUPPORTED_VERSION.message()``."""
 
 
 def topics_snapshot(ctx: RequestContext) -> TopicsSnapshot:
@@ -40,11 +33,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return fit(ctx.response_class, throttle_time=NO_THROTTLE,
                    error_code=ErrorCode.group_authorization_failed, error_message=None, member_id=None,
                    member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
-    features = ctx.services.features
-    if features is not None and features.finalized.epoch >= 0 and features.finalized.level(GROUP_VERSION) < 1:
-        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.unsupported_version,
-                   error_message=UNSUPPORTED_VERSION_MESSAGE, member_id=None, member_epoch=0,
-                   heartbeat_interval=datetime.timedelta(0), assignment=None)
     topics = topics_snapshot(ctx)
     names_by_id = {tid: name for name, (tid, _) in topics.items()}
     owned: Partitions | None = None

@@ -14,8 +14,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from odradek.broker.link.membership import Membership
-from odradek.coordination import NoNodeError
+from odradek.coordination import EventType, NoNodeError, WatchedEvent
 from odradek.coordination import znodes as zn
+from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,12 @@ class ConfigWatch:
 
     async def watch(self) -> None:
         session = self.membership.current()
-        fired = self.membership.rearming(session, self.watch, "config-change-watch", lambda: self.stopped)
+
+        def fired(event: WatchedEvent) -> None:
+            # A session event (expiry) is not a change: the watch is armed again once registered anew.
+            if event.type is not EventType.SESSION and session is self.membership.session and not self.stopped:
+                spawn(self.watch(), "config-change-watch")
+
         names = await session.children(zn.CONFIG_CHANGES, watch=fired)
         for name in sorted(names):
             seq = int(name.rsplit("_", 1)[1])

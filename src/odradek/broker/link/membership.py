@@ -11,19 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from odradek.broker.faults import FaultState
 from odradek.broker.topics import new_cluster_id
 from odradek.clock import Clock
-from odradek.controller.features import registered_features
 from odradek.coordination import Backend, NodeExistsError, NoNodeError, Session, SessionState
 from odradek.coordination import znodes as zn
-from odradek.coordination.store import EventType, WatchCallback, WatchedEvent
 from odradek.errors import ErrorCode, KafkaError
-from odradek.tasks import spawn
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +62,6 @@ class Membership:
     def on_registered(self, listener: Callable[[], Awaitable[None]]) -> None:
         """Run ``listener`` after every registration, the first and each one after a session expiry."""
         self._registered_listeners.append(listener)
-
-    def rearming(self, session: Session, again: Callable[[], Coroutine[Any, Any, None]], name: str,
-                 stopped: Callable[[], bool]) -> WatchCallback:
-        """A watch that runs ``again`` (which reads and watches anew) when it fires on a change, unless ``stopped``
-        or ``session`` is no longer the live one; a session event is not a change (after an expiry the
-        registration listeners arm the watches again)."""
-
-        def fired(event: WatchedEvent) -> None:
-            if event.type is not EventType.SESSION and session is self.session and not stopped():
-                spawn(again(), name)
-
-        return fired
 
     def current(self) -> Session:
         if self.session is None:
@@ -133,8 +117,6 @@ class Membership:
             rack=reg.rack,
             timestamp=self.clock.now_ms(),
             http_port=reg.http_port,
-            version=5,
-            features=registered_features(),
         )
 
     async def update_registration(self, registration: Registration) -> None:
