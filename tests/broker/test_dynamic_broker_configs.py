@@ -34,8 +34,8 @@ class _Broker:
     """One ``odradek broker`` process on the session's ZooKeeper, under a chroot of its own; a restart binds the
     port the first start got (a dynamic ``advertised.listeners`` names it)."""
 
-    def __init__(self, base: Path, zookeeper: str) -> None:
-        self.base, self.zookeeper = base, zookeeper
+    def __init__(self, base: Path, zookeeper: str, broker_id: int = 0) -> None:
+        self.base, self.zookeeper, self.broker_id = base, zookeeper, broker_id
         self.proc: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
         self.port = 0
@@ -45,7 +45,7 @@ class _Broker:
         ready.unlink(missing_ok=True)
         with open(self.base / "broker.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "odradek", "broker", "--id", "0", "--zookeeper", self.zookeeper,
+                [sys.executable, "-m", "odradek", "broker", "--id", str(self.broker_id), "--zookeeper", self.zookeeper,
                  "--port", str(self.port), "--data-dir", str(self.base / "data"), "--ready-file", str(ready)],
                 stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         wait_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="broker ready")
@@ -102,12 +102,16 @@ def _default_config(bootstrap: str) -> dict[str, tuple[str | None, int]]:
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
-def _advertised(bootstrap: str, host: str) -> None:
-    """Wait until Metadata gives broker 0 at ``host`` (the controller sends new metadata after the broker
+def _advertised(bootstrap: str, host: str, broker_id: int = 0) -> None:
+    """Wait until Metadata gives ``broker_id`` at ``host`` (the controller sends new metadata after the broker
     re-registers)."""
     admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
-    wait_for(lambda: admin.list_topics(timeout=10).brokers[0].host == host, 30,
-             what=f"broker 0 advertised at {host} in Metadata")
+
+    def named() -> bool:
+        broker = admin.list_topics(timeout=10).brokers.get(broker_id)
+        return broker is not None and broker.host == host
+
+    wait_for(named, 30, what=f"broker {broker_id} advertised at {host} in Metadata")
 
 
 def _produce(bootstrap: str, topic: str, size: int) -> str | None:
@@ -182,6 +186,29 @@ def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
         assert json.loads(kz.get(f"{root}/config/brokers/0")[0]) == {"version": 1, "config": {}}
     finally:
         broker.stop()
+
+
+@pytest.mark.zookeeper
+def test_a_broker_that_is_not_the_controller_is_readvertised_at_once(
+    tmp_path: Path, zookeeper: LocalZooKeeper, chroot: tuple[KazooClient, str]
+) -> None:
+    """The controller watches every registration (Kafka's BrokerModificationsHandler), not only its own broker's:
+    no broker joins or leaves here, so nothing but that watch can bring the new address to Metadata."""
+    kz, root = chroot
+    brokers = [_Broker(tmp_path / str(i), f"{zookeeper.hosts}{root}", i) for i in (0, 1)]
+    try:
+        for broker in brokers:
+            (tmp_path / str(broker.broker_id)).mkdir()
+            broker.start()
+        controller = json.loads(kz.get(f"{root}/controller")[0])["brokerid"]
+        other = brokers[1 - controller]
+        _set(other.bootstrap, str(other.broker_id), advertised_listeners=f"PLAINTEXT://localhost:{other.port}")
+        assert json.loads(kz.get(f"{root}/controller")[0])["brokerid"] == controller  # still the same controller
+        _advertised(brokers[controller].bootstrap, "localhost", other.broker_id)
+        _advertised(other.bootstrap, "localhost", other.broker_id)
+    finally:
+        for broker in brokers:
+            broker.stop()
 
 
 @pytest.mark.zookeeper

@@ -253,11 +253,7 @@ class Broker:
             return
         self.advertised = advertised
         self.host, self.port = next(iter(advertised.values()))
-        spawn(self._reregister(), f"broker-{self.broker_id}-readvertise")
-
-    async def _reregister(self) -> None:
-        await self.membership.update_registration(self._registration())
-        self.controller.registration_changed()
+        spawn(self.membership.update_registration(self._registration()), f"broker-{self.broker_id}-readvertise")
 
     def _drop_offsets_of(self, topic: str) -> None:
         # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from odradek.controller.deletion import DeletionManager
-from odradek.controller.events import BrokerChange
+from odradek.controller.events import BrokerChange, BrokerModification
 from odradek.controller.machines import PartitionStateMachine, ReplicaStateMachine
 from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.shared import Shared
@@ -42,6 +42,32 @@ class BrokerManager:
             await shared.store.brokers(shared.watch("brokers", BrokerChange))
         ).items():
             self._add_live(broker_id, registration, broker_epoch)
+        for broker_id in sorted(shared.ctx.live_brokers):
+            await self._watch_registration(broker_id)
+
+    async def _watch_registration(self, broker_id: int) -> None:
+        """Arm the watch on ``/brokers/ids/{id}`` (Kafka's ``BrokerModificationsHandler``)."""
+        shared = self._shared
+        await shared.store.broker(broker_id, shared.watch(("broker", broker_id),
+                                                          lambda: BrokerModification(broker_id)))
+
+    async def on_modification(self, broker_id: int) -> None:
+        """Kafka's ``processBrokerModification``: a live broker's registration rewritten in place with other
+        endpoints or features means new metadata for every broker. A registration that is gone or belongs to a
+        new incarnation (another broker epoch) is left to the broker change that its deletion brings."""
+        shared = self._shared
+        ctx = shared.ctx
+        current = await shared.store.broker(broker_id, shared.watch(("broker", broker_id),
+                                                                    lambda: BrokerModification(broker_id)))
+        old = ctx.live_brokers.get(broker_id)
+        if current is None or old is None or current[1] != ctx.broker_epochs.get(broker_id):
+            return
+        registration = current[0]
+        if registration.endpoints != old.endpoints or registration.features != old.features:
+            log.info("controller %d: broker %d registration updated: %s", shared.broker_id, broker_id,
+                     ",".join(map(str, registration.endpoints)))
+            ctx.live_brokers[broker_id] = registration
+            shared.batch.add_update_metadata(ctx.live_or_shutting_down, [])
 
     def _endpoint(self, registration: BrokerRegistration) -> Endpoint:
         listener = self._shared.config.listener
@@ -77,6 +103,7 @@ class BrokerManager:
         for broker in new + bounced:
             registration, broker_epoch = current[broker]
             self._add_live(broker, registration, broker_epoch)
+            await self._watch_registration(broker)
         if new or bounced:
             await self._on_startup(new + bounced)
         # A registration that changed in place (new endpoints) only needs new metadata.
