@@ -8,7 +8,9 @@ followed by a startup, as Kafka does.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterable
 
 from odradek.controller.deletion import DeletionManager
 from odradek.controller.events import BrokerChange, BrokerModification
@@ -16,6 +18,7 @@ from odradek.controller.machines import PartitionStateMachine, ReplicaStateMachi
 from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.shared import Shared
 from odradek.controller.states import PartitionState, ReplicaState
+from odradek.coordination.store import WatchCallback
 from odradek.coordination.znodes import BrokerRegistration, Endpoint
 
 log = logging.getLogger("odradek.controller")
@@ -42,14 +45,15 @@ class BrokerManager:
             await shared.store.brokers(shared.watch("brokers", BrokerChange))
         ).items():
             self._add_live(broker_id, registration, broker_epoch)
-        for broker_id in sorted(shared.ctx.live_brokers):
-            await self._watch_registration(broker_id)
+        await self._watch_registrations(shared.ctx.live_brokers)
 
-    async def _watch_registration(self, broker_id: int) -> None:
-        """Arm the watch on ``/brokers/ids/{id}`` (Kafka's ``BrokerModificationsHandler``)."""
-        shared = self._shared
-        await shared.store.broker(broker_id, shared.watch(("broker", broker_id),
-                                                          lambda: BrokerModification(broker_id)))
+    async def _watch_registrations(self, brokers: Iterable[int]) -> None:
+        """Arm the watch on each ``/brokers/ids/{id}`` (Kafka's ``BrokerModificationsHandler``), every read sent
+        before any answer is awaited; a registration rewritten since the broker list was read counts as modified."""
+        await asyncio.gather(*(self.on_modification(b) for b in sorted(brokers)))
+
+    def _modification_watch(self, broker_id: int) -> WatchCallback:
+        return self._shared.watch(("broker", broker_id), lambda: BrokerModification(broker_id))
 
     async def on_modification(self, broker_id: int) -> None:
         """Kafka's ``processBrokerModification``: a live broker's registration rewritten in place with other
@@ -57,8 +61,7 @@ class BrokerManager:
         new incarnation (another broker epoch) is left to the broker change that its deletion brings."""
         shared = self._shared
         ctx = shared.ctx
-        current = await shared.store.broker(broker_id, shared.watch(("broker", broker_id),
-                                                                    lambda: BrokerModification(broker_id)))
+        current = await shared.store.broker(broker_id, self._modification_watch(broker_id))
         old = ctx.live_brokers.get(broker_id)
         if current is None or old is None or current[1] != ctx.broker_epochs.get(broker_id):
             return
@@ -103,7 +106,7 @@ class BrokerManager:
         for broker in new + bounced:
             registration, broker_epoch = current[broker]
             self._add_live(broker, registration, broker_epoch)
-            await self._watch_registration(broker)
+        await self._watch_registrations(new + bounced)
         if new or bounced:
             await self._on_startup(new + bounced)
         # A registration that changed in place (new endpoints) only needs new metadata.
