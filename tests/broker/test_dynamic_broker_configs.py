@@ -234,25 +234,29 @@ def test_a_refused_change_leaves_nothing_behind(tmp_path: Path, zookeeper: Local
         broker.stop()
 
 
-def test_the_reassignment_throttle_holds_back_a_catching_up_replica(tmp_path: Path) -> None:
-    """``leader.replication.throttled.rate`` on the leader and ``leader.replication.throttled.replicas`` on the topic,
-    as ``kafka-reassign-partitions --throttle`` sets them: a new replica outside the ISR gets no records while the
-    leader's throttled bytes run above the rate, and catches up once the rate is deleted. Fetches are 10 kB, so the
-    first one (ten 1 kB batches) already puts the 11-second windowed rate (about 1 kB/s) above the 100 B/s bound."""
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_the_reassignment_throttle_holds_back_a_catching_up_replica(tmp_path: Path, side: str) -> None:
+    """``{side}.replication.throttled.rate`` on that side's broker and ``{side}.replication.throttled.replicas`` on
+    the topic, as ``kafka-reassign-partitions --throttle`` sets them: a new replica outside the ISR gets no records
+    (the leader answers without them; the follower leaves the partition out of its fetches) while the throttled
+    bytes run above the rate, and catches up once the rate is deleted. Fetches are 10 kB, so the first one (ten
+    1 kB batches) already puts the 11-second windowed rate (about 1 kB/s) above the 100 B/s bound."""
     cluster = start_cluster(tmp_path / "cluster", 2, overrides={"replica.fetch.max.bytes": "10000"})
     try:
         leader, follower = cluster.cluster.brokers[0], cluster.cluster.brokers[1]
-        bootstrap0 = f"{leader.host}:{leader.port}"
+        throttling = leader if side == "leader" else follower
+        quota = leader.replicas.leader_quota if side == "leader" else follower.replicas.follower_quota
+        bootstrap = f"{throttling.host}:{throttling.port}"
         admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
         admin.create_topics([NewTopic("moving", num_partitions=1, replica_assignment=[[0]])])["moving"].result(30)
         producer = opened(Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "batch.num.messages": 1}))
         for _ in range(100):
             producer.produce("moving", b"x" * 1000, partition=0)
         assert producer.flush(30) == 0
-        quota = leader.replicas.leader_quota
-        _set(bootstrap0, "0", leader_replication_throttled_rate="100")
+        _set(bootstrap, str(throttling.broker_id), **{f"{side}_replication_throttled_rate": "100"})
         topic = ConfigResource("topic", "moving", incremental_configs=[ConfigEntry(
-            "leader.replication.throttled.replicas", "0:0", incremental_operation=AlterConfigOpType.SET)])
+            f"{side}.replication.throttled.replicas", f"0:{throttling.broker_id}",
+            incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([topic])[topic].result(30)
         wait_for(lambda: quota.bound == 100 and quota.is_throttled("moving", 0), 30, what="the throttle applied")
 
@@ -267,8 +271,8 @@ def test_the_reassignment_throttle_holds_back_a_catching_up_replica(tmp_path: Pa
 
         wait_for(lambda: quota.withheld > 0, 60, what="a follower fetch held back by the throttle")
         end = leader.replicas.partitions[TopicPartition("moving", 0)].log.log_end_offset
-        assert _alter(bootstrap0, "0", AlterConfigOpType.DELETE, leader_replication_throttled_rate="") == (
-            ErrorCode.none, None)
+        assert _alter(bootstrap, str(throttling.broker_id), AlterConfigOpType.DELETE,
+                      **{f"{side}_replication_throttled_rate": ""}) == (ErrorCode.none, None)
         wait_for(lambda: quota.bound is None, 30, what="the throttle removed")
 
         def caught_up() -> bool:
