@@ -3,7 +3,9 @@ restarting under ``/brokers/ids``, and what the controller does about each (``on
 ``onBrokerFailure``).
 
 A broker whose registration's czxid changed has restarted between two reads (bounced): it is handled as a failure
-followed by a startup, as Kafka does.
+followed by a startup, as Kafka does. Each live broker's registration is watched as well
+(``BrokerModificationsHandler``): one rewritten in place with other endpoints or features sends every broker new
+metadata.
 """
 
 from __future__ import annotations
