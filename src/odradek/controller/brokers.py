@@ -63,6 +63,8 @@ class BrokerManager:
         new incarnation (another broker epoch) is left to the broker change that its deletion brings."""
         shared = self._shared
         ctx = shared.ctx
+        if broker_id not in ctx.live_brokers:
+            return  # gone: not watched again until a broker change finds it back
         current = await shared.store.broker(broker_id, self._modification_watch(broker_id))
         old = ctx.live_brokers.get(broker_id)
         if current is None or old is None or current[1] != ctx.broker_epochs.get(broker_id):
