@@ -34,8 +34,8 @@ class _Broker:
     """One ``odradek broker`` process on the session's ZooKeeper, under a chroot of its own; a restart binds the
     port the first start got (a dynamic ``advertised.listeners`` names it)."""
 
-    def __init__(self, base: Path, zookeeper: str) -> None:
-        self.base, self.zookeeper = base, zookeeper
+    def __init__(self, base: Path, zookeeper: str, broker_id: int = 0) -> None:
+        self.base, self.zookeeper, self.broker_id = base, zookeeper, broker_id
         self.proc: subprocess.Popen[bytes] | None = None
         self.bootstrap = ""
         self.port = 0
@@ -45,7 +45,7 @@ class _Broker:
         ready.unlink(missing_ok=True)
         with open(self.base / "broker.log", "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "odradek", "broker", "--id", "0", "--zookeeper", self.zookeeper,
+                [sys.executable, "-m", "odradek", "broker", "--id", str(self.broker_id), "--zookeeper", self.zookeeper,
                  "--port", str(self.port), "--data-dir", str(self.base / "data"), "--ready-file", str(ready)],
                 stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONUNBUFFERED="1"))
         wait_for(lambda: ready.exists() and ready.read_text().strip(), 60, what="broker ready")
@@ -102,12 +102,16 @@ def _default_config(bootstrap: str) -> dict[str, tuple[str | None, int]]:
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
-def _advertised(bootstrap: str, host: str) -> None:
-    """Wait until Metadata gives broker 0 at ``host`` (the controller sends new metadata after the broker
+def _advertised(bootstrap: str, host: str, broker_id: int = 0) -> None:
+    """Wait until Metadata gives ``broker_id`` at ``host`` (the controller sends new metadata after the broker
     re-registers)."""
     admin = opened(AdminClient({"bootstrap.servers": bootstrap}))
-    wait_for(lambda: admin.list_topics(timeout=10).brokers[0].host == host, 30,
-             what=f"broker 0 advertised at {host} in Metadata")
+
+    def named() -> bool:
+        broker = admin.list_topics(timeout=10).brokers.get(broker_id)
+        return broker is not None and broker.host == host
+
+    wait_for(named, 30, what=f"broker {broker_id} advertised at {host} in Metadata")
 
 
 def _produce(bootstrap: str, topic: str, size: int) -> str | None:
@@ -185,6 +189,29 @@ def test_dynamic_configs_are_kafkas_znodes_take_effect_and_survive_a_restart(
 
 
 @pytest.mark.zookeeper
+def test_a_broker_that_is_not_the_controller_is_readvertised_at_once(
+    tmp_path: Path, zookeeper: LocalZooKeeper, chroot: tuple[KazooClient, str]
+) -> None:
+    """The controller watches every registration (Kafka's BrokerModificationsHandler), not only its own broker's:
+    no broker joins or leaves here, so nothing but that watch can bring the new address to Metadata."""
+    kz, root = chroot
+    brokers = [_Broker(tmp_path / str(i), f"{zookeeper.hosts}{root}", i) for i in (0, 1)]
+    try:
+        for broker in brokers:
+            (tmp_path / str(broker.broker_id)).mkdir()
+            broker.start()
+        controller = json.loads(kz.get(f"{root}/controller")[0])["brokerid"]
+        other = brokers[1 - controller]
+        _set(other.bootstrap, str(other.broker_id), advertised_listeners=f"PLAINTEXT://localhost:{other.port}")
+        assert json.loads(kz.get(f"{root}/controller")[0])["brokerid"] == controller  # still the same controller
+        _advertised(brokers[controller].bootstrap, "localhost", other.broker_id)
+        _advertised(other.bootstrap, "localhost", other.broker_id)
+    finally:
+        for broker in brokers:
+            broker.stop()
+
+
+@pytest.mark.zookeeper
 def test_a_refused_change_leaves_nothing_behind(tmp_path: Path, zookeeper: LocalZooKeeper,
                                                 chroot: tuple[KazooClient, str]) -> None:
     kz, root = chroot
@@ -207,25 +234,29 @@ def test_a_refused_change_leaves_nothing_behind(tmp_path: Path, zookeeper: Local
         broker.stop()
 
 
-def test_the_reassignment_throttle_holds_back_a_catching_up_replica(tmp_path: Path) -> None:
-    """``leader.replication.throttled.rate`` on the leader and ``leader.replication.throttled.replicas`` on the topic,
-    as ``kafka-reassign-partitions --throttle`` sets them: a new replica outside the ISR gets no records while the
-    leader's throttled bytes run above the rate, and catches up once the rate is deleted. Fetches are 10 kB, so the
-    first one (ten 1 kB batches) already puts the 11-second windowed rate (about 1 kB/s) above the 100 B/s bound."""
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_the_reassignment_throttle_holds_back_a_catching_up_replica(tmp_path: Path, side: str) -> None:
+    """``{side}.replication.throttled.rate`` on that side's broker and ``{side}.replication.throttled.replicas`` on
+    the topic, as ``kafka-reassign-partitions --throttle`` sets them: a new replica outside the ISR gets no records
+    (the leader answers without them; the follower leaves the partition out of its fetches) while the throttled
+    bytes run above the rate, and catches up once the rate is deleted. Fetches are 10 kB, so the first one (ten
+    1 kB batches) already puts the 11-second windowed rate (about 1 kB/s) above the 100 B/s bound."""
     cluster = start_cluster(tmp_path / "cluster", 2, overrides={"replica.fetch.max.bytes": "10000"})
     try:
         leader, follower = cluster.cluster.brokers[0], cluster.cluster.brokers[1]
-        bootstrap0 = f"{leader.host}:{leader.port}"
+        throttling = leader if side == "leader" else follower
+        quota = leader.replicas.leader_quota if side == "leader" else follower.replicas.follower_quota
+        bootstrap = f"{throttling.host}:{throttling.port}"
         admin = opened(AdminClient({"bootstrap.servers": cluster.bootstrap}))
         admin.create_topics([NewTopic("moving", num_partitions=1, replica_assignment=[[0]])])["moving"].result(30)
         producer = opened(Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "batch.num.messages": 1}))
         for _ in range(100):
             producer.produce("moving", b"x" * 1000, partition=0)
         assert producer.flush(30) == 0
-        quota = leader.replicas.leader_quota
-        _set(bootstrap0, "0", leader_replication_throttled_rate="100")
+        _set(bootstrap, str(throttling.broker_id), **{f"{side}_replication_throttled_rate": "100"})
         topic = ConfigResource("topic", "moving", incremental_configs=[ConfigEntry(
-            "leader.replication.throttled.replicas", "0:0", incremental_operation=AlterConfigOpType.SET)])
+            f"{side}.replication.throttled.replicas", f"0:{throttling.broker_id}",
+            incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([topic])[topic].result(30)
         wait_for(lambda: quota.bound == 100 and quota.is_throttled("moving", 0), 30, what="the throttle applied")
 
@@ -240,8 +271,8 @@ def test_the_reassignment_throttle_holds_back_a_catching_up_replica(tmp_path: Pa
 
         wait_for(lambda: quota.withheld > 0, 60, what="a follower fetch held back by the throttle")
         end = leader.replicas.partitions[TopicPartition("moving", 0)].log.log_end_offset
-        assert _alter(bootstrap0, "0", AlterConfigOpType.DELETE, leader_replication_throttled_rate="") == (
-            ErrorCode.none, None)
+        assert _alter(bootstrap, str(throttling.broker_id), AlterConfigOpType.DELETE,
+                      **{f"{side}_replication_throttled_rate": ""}) == (ErrorCode.none, None)
         wait_for(lambda: quota.bound is None, 30, what="the throttle removed")
 
         def caught_up() -> bool:

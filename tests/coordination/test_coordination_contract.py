@@ -309,6 +309,40 @@ async def test_watch_kinds(make_backend: BackendFactory) -> None:
         assert missing.events == []
 
 
+async def test_registration_watches_as_the_controller_arms_them(make_backend: BackendFactory) -> None:
+    """The controller's pattern for broker registrations (Kafka's BrokerChangeHandler and
+    BrokerModificationsHandler): a child watch on the parent and, on each child, an exists watch and a data watch
+    from different callbacks. An in-place rewrite fires each data-side callback of that child once and nothing
+    else; a deletion fires the child's callbacks and the parent's; and the session keeps answering throughout."""
+    async with make_backend() as backend:
+        s = await backend.session()
+        broker = await backend.session()
+        await s.create("/ids", b"")
+        for i in (1, 2):
+            await broker.create(f"/ids/{i}", b"v1", ephemeral=True)
+        members = Recorder()
+        assert sorted(await s.children("/ids", watch=members)) == ["1", "2"]
+        modified = {i: (Recorder(), Recorder()) for i in (1, 2)}
+        for i, (by_exists, by_get) in modified.items():
+            assert await s.exists(f"/ids/{i}", watch=by_exists) is not None
+            assert (await s.get(f"/ids/{i}", watch=by_get))[0] == b"v1"
+
+        await broker.set("/ids/1", b"v2")
+        for recorder in modified[1]:
+            assert await recorder.wait(1) == [WatchedEvent(EventType.CHANGED, "/ids/1")]
+        assert (await s.get("/ids/1"))[0] == b"v2"  # answered after the events, on the same session
+        await fence(s)
+        assert members.events == [] and all(r.events == [] for r in modified[2])
+
+        await broker.close()  # its ephemerals go: a deletion for each child, one child change for the parent
+        for recorder in modified[2]:
+            assert await recorder.wait(1) == [WatchedEvent(EventType.DELETED, "/ids/2")]
+        assert await members.wait(1) == [WatchedEvent(EventType.CHILD, "/ids")]
+        assert await s.children("/ids") == []
+        await fence(s)
+        assert [len(r.events) for r in modified[1]] == [1, 1]  # used up by the rewrite, not fired again
+
+
 async def test_callbacks_run_on_the_owners_loop_thread(make_backend: BackendFactory) -> None:
     async with make_backend() as backend:
         s = await backend.session()

@@ -19,7 +19,10 @@ A fetcher of tens of thousands of partitions does per fetch only what changed: i
 (``_wanted``) between fetches and recomputes only the partitions something happened to (``_changed``: an answer
 for it, a partition added or removed, a backoff or truncation begun or over), so an idle follower's fetch costs
 the same for ten partitions as for a hundred thousand. Kafka's fetcher rebuilds its whole request every time;
-Python cannot afford that walk at this scale.
+Python cannot afford that walk at this scale. The exception is a follower throttle in force
+(``follower.replication.throttled.rate``, :mod:`odradek.broker.replication_quota`): then each fetch looks at every
+partition to leave out the throttled ones not caught up while the quota is exceeded, as Kafka's
+``shouldFollowerThrottle`` does.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from odradek.broker.faults import FaultState
 from odradek.broker.fetch_session_client import FetchSessionHandler, PartitionFetch
 from odradek.broker.peer import PeerConnection
 from odradek.broker.replica import Partition
+from odradek.broker.replication_quota import ReplicationQuota
+from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
 from odradek.protocol.records import CorruptBatchError, whole_batches
@@ -64,13 +69,15 @@ class FetchSettings:
 @dataclass(frozen=True, slots=True)
 class FetcherDeps:
     """What a fetcher needs from its broker: who it is, its settings, the replicas it appends to (read-only), where
-    leaders listen, and the fault state that pauses or cuts it off."""
+    leaders listen, the fault state that pauses or cuts it off, and the follower's replication throttle."""
 
     broker_id: int
     settings: FetchSettings
     replicas: Mapping[TopicPartition, Partition]
     endpoint: Callable[[int], tuple[str, int] | None]
     faults: FaultState
+    quota: ReplicationQuota
+    clock: Clock
 
 
 @dataclass(slots=True)
@@ -78,6 +85,13 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    lag: int | None = None
+    """How far the last answer left this replica behind the leader's high watermark (None: no answer yet)."""
+
+    @property
+    def in_sync(self) -> bool:
+        """Kafka's ``PartitionFetchState.isReplicaInSync``: caught up with the high watermark at the last answer."""
+        return self.lag is not None and self.lag <= 0
 
 
 class ReplicaFetcher:
@@ -242,10 +256,11 @@ class ReplicaFetcher:
                     del self._delayed[tp]
                     changed.add(tp)
         replicas = self.deps.replicas
+        held_back = self._held_back(self.deps.quota)  # adds every throttled partition not caught up to ``changed``
         for tp in changed:
             st = self.partitions.get(tp)
             part = replicas.get(tp)
-            if st is None or st.truncating or st.delayed_until > now or part is None:
+            if st is None or st.truncating or st.delayed_until > now or part is None or tp in held_back:
                 wanted.pop(tp, None)
                 continue
             plog = part.log
@@ -288,6 +303,20 @@ class ReplicaFetcher:
             for p in t.partitions:
                 self._apply(t.topic, p)
 
+    def _held_back(self, quota: ReplicationQuota) -> set[TopicPartition]:
+        """Kafka's ``shouldFollowerThrottle``: partitions not caught up, throttled here, while the quota is exceeded
+        (left out of this fetch; each one counted in ``quota.withheld``). Every throttled partition not caught up
+        is looked at again on each fetch, so one held back comes back once the rate has fallen."""
+        if quota.bound is None:
+            return set()
+        lagging = {tp for tp, st in self.partitions.items()
+                   if not st.in_sync and quota.is_throttled(tp.topic, tp.partition)}
+        self._changed.update(lagging)
+        if not lagging or not quota.exceeded(self.deps.clock.now_ms()):
+            return set()
+        quota.withheld += len(lagging)
+        return lagging
+
     def _apply(self, topic: str, p: Any) -> None:
         key = TopicPartition(topic, p.partition_index)
         st = self.partitions.get(key)
@@ -310,6 +339,8 @@ class ReplicaFetcher:
                 self._delay(key, st)
             return
         records = p.records
+        if records and self.deps.quota.is_throttled(topic, p.partition_index):
+            self.deps.quota.record(len(records), self.deps.clock.now_ms())
         if records:
             try:
                 whole, batches = whole_batches(records)
@@ -337,6 +368,7 @@ class ReplicaFetcher:
         if p.log_start_offset > plog.log_start_offset:
             plog.delete_records_before(min(p.log_start_offset, plog.log_end_offset))
         plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+        st.lag = max(0, p.high_watermark - plog.log_end_offset)
 
 
 class FetcherManager:

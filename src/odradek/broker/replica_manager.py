@@ -21,7 +21,7 @@ from odradek.broker.log import LogManager
 from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
-from odradek.broker.replication_quota import ReplicationQuota
+from odradek.broker.replication_quota import FOLLOWER_REPLICAS, ReplicationQuota
 from odradek.broker.stats import BrokerStats
 from odradek.broker.topic_config import ConfigValue
 from odradek.clock import Clock
@@ -66,7 +66,10 @@ class ReplicaManager:
         self.metadata = metadata
         self.logs: LogManager | None = None
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.fetchers = FetcherManager(FetcherDeps(broker_id, fetch, self.partitions, metadata.endpoint, faults))
+        self.follower_quota = ReplicationQuota(broker_id, FOLLOWER_REPLICAS)
+        """The replication throttle this broker's own fetchers keep to (``follower.replication.throttled.*``)."""
+        self.fetchers = FetcherManager(FetcherDeps(broker_id, fetch, self.partitions, metadata.endpoint, faults,
+                                                   self.follower_quota, clock))
         self.isr_writer: IsrWriter | None = None
         self.listeners: list[LeadershipListener] = []
         self.stats = BrokerStats()
@@ -195,8 +198,13 @@ class ReplicaManager:
 
     def apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
         self._log_manager().update_config(topic, configs)
-        self.leader_quota.set_topic(topic, configs)
+        self.set_topic_throttles(topic, configs)
         self._refresh_min_isr(topic)
+
+    def set_topic_throttles(self, topic: str, configs: Mapping[str, object]) -> None:
+        """A topic's overrides: the replicas its ``leader.`` and ``follower.replication.throttled.replicas`` name."""
+        self.leader_quota.set_topic(topic, configs)
+        self.follower_quota.set_topic(topic, configs)
 
     def apply_topic_defaults(self, defaults: Mapping[str, ConfigValue]) -> None:
         """The broker's topic-config defaults changed (a dynamic broker config): logs and min.insync.replicas of

@@ -1,4 +1,4 @@
-"""The leader's replication throttle (KIP-73), as Kafka's ReplicationQuotaManager applies it: pure, time passed in.
+"""The replication throttles (KIP-73), as Kafka's ReplicationQuotaManager applies them: pure, time passed in.
 
 A reassignment's ``--throttle`` sets ``leader.replication.throttled.rate`` (bytes per second, a dynamic broker
 config) and, on each moving topic, ``leader.replication.throttled.replicas``: ``partition:broker`` pairs (or ``*``).
@@ -6,6 +6,11 @@ A partition is throttled on this broker when a pair names it with this broker's 
 gets no records for it while the bytes sent for throttled partitions run above the rate, measured over Kafka's
 ``replication.quota.window.num`` (11) windows of ``replication.quota.window.size.seconds`` (1); followers in the ISR
 are never held back, so the throttle slows a catching-up replica and never the partition's acknowledged writes.
+
+The follower's side is the same quota on the other end (Kafka's ``ReplicaFetcherThread.shouldFollowerThrottle``):
+``follower.replication.throttled.rate`` with a topic's ``follower.replication.throttled.replicas`` naming this
+broker; a partition this follower has not caught up on is left out of its fetches while the bytes it fetched for
+throttled partitions run above the rate.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ WINDOWS, WINDOW_MS = 11, 1000
 
 LEADER_RATE = "leader.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 
 
 def throttled_partitions(value: str, broker_id: int) -> frozenset[int] | None:
@@ -36,25 +43,28 @@ def throttled_partitions(value: str, broker_id: int) -> frozenset[int] | None:
 
 
 class ReplicationQuota:
-    """One broker's leader-side replication quota: which partitions are throttled and the bytes sent for them."""
+    """One broker's replication quota on one side (``replicas_config``: the leader's or the follower's topic
+    config): which partitions are throttled and the bytes replicated for them."""
 
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, replicas_config: str = LEADER_REPLICAS) -> None:
         self.broker_id = broker_id
+        self.replicas_config = replicas_config
         self.bound: float | None = None
         """Bytes per second; None when no rate is set (Kafka's Long.MAX_VALUE: never exceeded)."""
         self._rate = Rate(WINDOWS, WINDOW_MS)
         self._topics: dict[str, frozenset[int] | None] = {}
         self.withheld = 0
-        """How many times a follower's fetch got no records for a partition because of the throttle."""
+        """How many times a partition was held back by the throttle: a leader's answer to a follower without its
+        records, or a follower's fetch without the partition."""
 
     def set_rate(self, value: str | None) -> None:
-        """The dynamic ``leader.replication.throttled.rate`` in force (None or Long.MAX_VALUE: unthrottled)."""
+        """The dynamic ``*.replication.throttled.rate`` in force (None or Long.MAX_VALUE: unthrottled)."""
         bound = None if value is None else float(int(value))
         self.bound = None if bound is None or bound >= 2**63 - 1 else bound
 
     def set_topic(self, topic: str, configs: Mapping[str, object]) -> None:
-        """A topic's overrides changed: its ``leader.replication.throttled.replicas``, if any."""
-        raw = configs.get(LEADER_REPLICAS)
+        """A topic's overrides changed: its ``*.replication.throttled.replicas`` of this side, if any."""
+        raw = configs.get(self.replicas_config)
         text = ",".join(raw) if isinstance(raw, tuple) else ("" if raw is None else str(raw))
         if text.strip():
             self._topics[topic] = throttled_partitions(text, self.broker_id)

@@ -53,7 +53,7 @@ from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import OffsetsTopicLog, ReplicaManager
-from odradek.broker.replication_quota import LEADER_RATE
+from odradek.broker.replication_quota import FOLLOWER_RATE, LEADER_RATE
 from odradek.broker.services import Services
 from odradek.broker.stats import BrokerStats
 from odradek.broker.txn.config import TxnConfig
@@ -225,12 +225,13 @@ class Broker:
     def _dynamic_config_changed(self) -> None:
         """A dynamic broker config was applied to :attr:`config`: the parts that read it at start follow."""
         self.replicas.apply_topic_defaults(self.config.topic_defaults())
-        rate = self.config.dynamic_broker.get(LEADER_RATE, self.config.dynamic_default.get(LEADER_RATE))
-        try:
-            self.replicas.leader_quota.set_rate(rate)
-        except ValueError:
-            log.error("broker %d: %s=%s is no number; replication is not throttled", self.broker_id, LEADER_RATE, rate)
-            self.replicas.leader_quota.set_rate(None)
+        for name, quota in ((LEADER_RATE, self.replicas.leader_quota), (FOLLOWER_RATE, self.replicas.follower_quota)):
+            rate = self.config.dynamic_broker.get(name, self.config.dynamic_default.get(name))
+            try:
+                quota.set_rate(rate)
+            except ValueError:
+                log.error("broker %d: %s=%s is no number; replication is not throttled", self.broker_id, name, rate)
+                quota.set_rate(None)
         if self._bound_ports:
             self._readvertise()
 
@@ -253,11 +254,7 @@ class Broker:
             return
         self.advertised = advertised
         self.host, self.port = next(iter(advertised.values()))
-        spawn(self._reregister(), f"broker-{self.broker_id}-readvertise")
-
-    async def _reregister(self) -> None:
-        await self.membership.update_registration(self._registration())
-        self.controller.registration_changed()
+        spawn(self.membership.update_registration(self._registration()), f"broker-{self.broker_id}-readvertise")
 
     def _drop_offsets_of(self, topic: str) -> None:
         # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)
@@ -290,7 +287,7 @@ class Broker:
         await asyncio.to_thread(logs.load, overrides)
         self.replicas.attach_logs(logs)
         for topic, configs in overrides.items():
-            self.replicas.leader_quota.set_topic(topic, configs)
+            self.replicas.set_topic_throttles(topic, configs)
         loop = asyncio.get_running_loop()
 
         def dir_failed(directory: Path) -> None:  # on whichever thread hit the disk error

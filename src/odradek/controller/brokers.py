@@ -3,19 +3,24 @@ restarting under ``/brokers/ids``, and what the controller does about each (``on
 ``onBrokerFailure``).
 
 A broker whose registration's czxid changed has restarted between two reads (bounced): it is handled as a failure
-followed by a startup, as Kafka does.
+followed by a startup, as Kafka does. Each live broker's registration is watched as well
+(``BrokerModificationsHandler``): one rewritten in place with other endpoints or features sends every broker new
+metadata.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterable
 
 from odradek.controller.deletion import DeletionManager
-from odradek.controller.events import BrokerChange
+from odradek.controller.events import BrokerChange, BrokerModification
 from odradek.controller.machines import PartitionStateMachine, ReplicaStateMachine
 from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.shared import Shared
 from odradek.controller.states import PartitionState, ReplicaState
+from odradek.coordination.store import WatchCallback
 from odradek.coordination.znodes import BrokerRegistration, Endpoint
 
 log = logging.getLogger("odradek.controller")
@@ -42,6 +47,34 @@ class BrokerManager:
             await shared.store.brokers(shared.watch("brokers", BrokerChange))
         ).items():
             self._add_live(broker_id, registration, broker_epoch)
+        await self._watch_registrations(shared.ctx.live_brokers)
+
+    async def _watch_registrations(self, brokers: Iterable[int]) -> None:
+        """Arm the watch on each ``/brokers/ids/{id}`` (Kafka's ``BrokerModificationsHandler``), every read sent
+        before any answer is awaited; a registration rewritten since the broker list was read counts as modified."""
+        await asyncio.gather(*(self.on_modification(b) for b in sorted(brokers)))
+
+    def _modification_watch(self, broker_id: int) -> WatchCallback:
+        return self._shared.watch(("broker", broker_id), lambda: BrokerModification(broker_id))
+
+    async def on_modification(self, broker_id: int) -> None:
+        """Kafka's ``processBrokerModification``: a live broker's registration rewritten in place with other
+        endpoints or features means new metadata for every broker. A registration that is gone or belongs to a
+        new incarnation (another broker epoch) is left to the broker change that its deletion brings."""
+        shared = self._shared
+        ctx = shared.ctx
+        if broker_id not in ctx.live_brokers:
+            return  # gone: not watched again until a broker change finds it back
+        current = await shared.store.broker(broker_id, self._modification_watch(broker_id))
+        old = ctx.live_brokers.get(broker_id)
+        if current is None or old is None or current[1] != ctx.broker_epochs.get(broker_id):
+            return
+        registration = current[0]
+        if registration.endpoints != old.endpoints or registration.features != old.features:
+            log.info("controller %d: broker %d registration updated: %s", shared.broker_id, broker_id,
+                     ",".join(map(str, registration.endpoints)))
+            ctx.live_brokers[broker_id] = registration
+            shared.batch.add_update_metadata(ctx.live_or_shutting_down, [])
 
     def _endpoint(self, registration: BrokerRegistration) -> Endpoint:
         listener = self._shared.config.listener
@@ -77,6 +110,7 @@ class BrokerManager:
         for broker in new + bounced:
             registration, broker_epoch = current[broker]
             self._add_live(broker, registration, broker_epoch)
+        await self._watch_registrations(new + bounced)
         if new or bounced:
             await self._on_startup(new + bounced)
         # A registration that changed in place (new endpoints) only needs new metadata.

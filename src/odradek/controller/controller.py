@@ -42,6 +42,7 @@ from odradek.controller.events import (
     ApiCall,
     AutoRebalance,
     BrokerChange,
+    BrokerModification,
     ControllerChange,
     EpochCheck,
     Event,
@@ -163,13 +164,6 @@ class Controller:
     def partition_states(self) -> list[tuple[TopicPartition, PartitionState]]:
         """Where the partition state machine has every partition (empty when not active)."""
         return self._shared.partition_states.items()
-
-    def registration_changed(self) -> None:
-        """This broker rewrote its ``/brokers/ids/{id}`` in place (new endpoints): when it is the active
-        controller, it re-reads the registrations as on a broker change and sends every broker the new metadata.
-        Kafka's controller watches each registration for this; odradek's watches only the list of brokers."""
-        if self._shared.active:
-            self._post(BrokerChange())
 
     @property
     def active_controller_id(self) -> int | None:
@@ -362,6 +356,8 @@ class Controller:
         try:
             if isinstance(event, BrokerChange):
                 await self._brokers.on_change()
+            elif isinstance(event, BrokerModification):
+                await self._brokers.on_modification(event.broker)
             elif isinstance(event, TopicChange):
                 await self._topics.on_change()
             elif isinstance(event, PartitionModifications):

@@ -18,6 +18,7 @@ __all__ = [
     "ApiCall",
     "AutoRebalance",
     "BrokerChange",
+    "BrokerModification",
     "ControllerChange",
     "EpochCheck",
     "Event",
@@ -59,6 +60,13 @@ class Expire(Event):
 @dataclass(slots=True)
 class BrokerChange(Event):
     pass
+
+
+@dataclass(slots=True)
+class BrokerModification(Event):
+    """``/brokers/ids/{broker}`` changed in place (Kafka's ``BrokerModifications``)."""
+
+    broker: int
 
 
 @dataclass(slots=True)

@@ -183,6 +183,18 @@ class ControllerStore:
             out[broker_id] = (registration, result[1].czxid)
         return out
 
+    async def broker(self, broker_id: int, watch: WatchCallback) -> tuple[BrokerRegistration, int] | None:
+        """One broker's registration and epoch, leaving ``watch`` armed on its znode whether or not it exists
+        (Kafka's ``registerZNodeChangeHandlerAndCheckExistence`` for ``BrokerModificationsHandler``)."""
+        path = broker_path(broker_id)
+        try:
+            data, stat = await self.session.get(path, watch=watch)
+        except NoNodeError:
+            await self.session.exists(path, watch=watch)  # armed for the znode's return (a restart)
+            return None
+        registration = decode_or_skip(BrokerRegistration.from_json, data, path)
+        return None if registration is None else (registration, stat.czxid)
+
     async def topic_names(self, watch: WatchCallback | None) -> set[str]:
         return set(await self.session.children(TOPICS, watch=watch))
 

@@ -121,7 +121,8 @@ class Membership:
 
     async def update_registration(self, registration: Registration) -> None:
         """New endpoints (a dynamic ``advertised.listeners``): ``/brokers/ids/{id}`` rewritten in place, as Kafka's
-        updateBrokerInfo does, keeping the broker epoch."""
+        updateBrokerInfo does, keeping the broker epoch; the controller's watch on it sends every broker new
+        metadata."""
         self._registration = registration
         if self.session is not None and self.broker_epoch >= 0:
             await self.current().set(zn.broker_path(registration.broker_id), self._znode().to_json())
