@@ -32,6 +32,9 @@ from pathlib import Path
 
 from odradek.ready_file import read_ready_file
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import suite_clusters  # noqa: E402  (bench/ is not a package)
+
 ROOT = Path(__file__).resolve().parent.parent
 # The broker settings kafka-python's own fixture gives the Kafka it starts (servers/resources/default/
 # kafka.properties, num.partitions={partitions} with the fixture's default of 4) where they differ from Kafka's
@@ -145,6 +148,76 @@ def run_suite(name: str, tree: Path, venv: Path, args: list[str], env: dict[str,
     return result
 
 
+# kafkajs's docker-compose.2_4.yml: three ZooKeeper-mode brokers (ids 0-2), each with PLAINTEXT, SSL and SASL_SSL on
+# three consecutive ports from 9092, 9095, 9098 (testHelpers/index.js hard-codes them), and these settings beyond the
+# defaults. Its SCRAM user is scripts/createScramCredentials.sh's.
+KAFKAJS_FIRST_PORTS = (9092, 9095, 9098)
+KAFKAJS_BROKER = {
+    "auto.create.topics.enable": "true", "default.replication.factor": "2", "num.partitions": "2",
+    "delete.topic.enable": "true", "group.initial.rebalance.delay.ms": "0",
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "allow.everyone.if.no.acl.found": "true",
+}
+KAFKAJS_SCRAM = ("testscram", "testtestscram=256", "testtestscram=512")
+
+
+def run_kafkajs_inside(tree: Path, against: str, work: Path, patterns: list[str], workers: int) -> SuiteResult:
+    """Inside the namespace: the three-listener cluster, kafkajs's SCRAM user, then its jest suite (all of it, or
+    the test files matching ``patterns``) with the environment its package.json's ``jest`` script sets."""
+    keystore = suite_clusters.make_certificates(work / "certs")
+    settings = [suite_clusters.listener_settings(port, keystore, KAFKAJS_BROKER) for port in KAFKAJS_FIRST_PORTS]
+    cluster = suite_clusters.start_cluster(against, work / f"cluster-{against}", settings)
+    result = SuiteResult(f"kafkajs ({against})")
+    started = time.monotonic()
+    try:
+        suite_clusters.add_scram_user("127.0.0.1:9092", *KAFKAJS_SCRAM)
+        report = work / f"jest-{against}.json"
+        env = {**os.environ, "KAFKA_VERSION": "2.4", "NODE_ENV": "test", "KAFKAJS_DEBUG_PROTOCOL_BUFFERS": "1",
+               "NODE_OPTIONS": "--dns-result-order=ipv4first"}
+        cmd = ["node", "node_modules/.bin/jest", "--ci", "--forceExit", "--no-watchman", f"--maxWorkers={workers}",
+               "--json", f"--outputFile={report}", *patterns]
+        with (work / f"jest-{against}.log").open("w") as log:
+            subprocess.run(cmd, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    finally:
+        cluster.stop()
+    result.seconds = time.monotonic() - started
+    parse_jest(report, tree, result)
+    return result
+
+
+def parse_jest(report: Path, tree: Path, result: SuiteResult) -> None:
+    """Counts per test (jest's --json report); a file that failed to run at all counts as one error."""
+    import json
+
+    data = json.loads(report.read_text()) if report.exists() else {}
+    result.counts = {"passed": data.get("numPassedTests", 0), "failed": data.get("numFailedTests", 0),
+                     "skipped": data.get("numPendingTests", 0) + data.get("numTodoTests", 0)}
+    for suite in data.get("testResults", []):
+        name = str(Path(suite["name"]).relative_to(tree)) if suite["name"].startswith(str(tree)) else suite["name"]
+        if not suite.get("assertionResults") and suite.get("status") == "failed":
+            result.counts["error"] = result.counts.get("error", 0) + 1
+            result.failures.append(f"{name} (did not run: {suite.get('message', '').strip().splitlines()[:1]})")
+        for test in suite.get("assertionResults", []):
+            if test["status"] == "failed":
+                result.failures.append(f"{name} :: {test['fullName']}")
+
+
+def run_kafkajs(tree: Path, against: str, work: Path, patterns: list[str], workers: int) -> SuiteResult:
+    """Re-run this script inside a fresh network namespace, where kafkajs's fixed ports are free, and read back
+    the result it leaves in ``work``."""
+    import json
+
+    name = f"odsuites-{os.getpid()}"
+    out = work / f"kafkajs-{against}.result.json"
+    with suite_clusters.namespace(name):
+        cmd = ["ip", "netns", "exec", name, sys.executable, str(Path(__file__).resolve()), "--kafkajs", str(tree),
+               "--kafkajs-against", against, "--kafkajs-workers", str(workers), "--inside-namespace", str(work),
+               *[arg for p in patterns for arg in ("--kafkajs-test", p)]]
+        subprocess.run(cmd, check=False, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    data = json.loads(out.read_text()) if out.exists() else {"name": f"kafkajs ({against})",
+                                                              "counts": {"error": 1}, "failures": ["no result"]}
+    return SuiteResult(data["name"], data["counts"], data["failures"], data.get("seconds", 0.0))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kafka-python", type=Path, help="kafka-python source tree (git tag 3.0.11)")
@@ -157,10 +230,29 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, data)")
     parser.add_argument("--confluent-group-protocol", choices=("classic", "consumer"), default="classic",
                         help="consumer: the suite's consumers use KIP-848 groups (TEST_CONSUMER_GROUP_PROTOCOL)")
+    parser.add_argument("--kafkajs", type=Path, help="kafkajs source tree (git tag v2.2.4) with node_modules")
+    parser.add_argument("--kafkajs-against", choices=("odradek", "kafka"), default="odradek",
+                        help="kafka: Apache Kafka 3.9 in the same harness, to tell odradek's failures from others")
+    parser.add_argument("--kafkajs-test", action="append", default=[],
+                        help="run only the jest test files matching this pattern (repeatable)")
+    parser.add_argument("--kafkajs-workers", type=int, default=2, help="jest --maxWorkers")
+    parser.add_argument("--inside-namespace", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+
+    if args.inside_namespace:  # the kafkajs half, re-run by run_kafkajs inside its namespace
+        import json
+        from dataclasses import asdict
+
+        r = run_kafkajs_inside(args.kafkajs, args.kafkajs_against, args.inside_namespace, args.kafkajs_test,
+                               args.kafkajs_workers)
+        (args.inside_namespace / f"kafkajs-{args.kafkajs_against}.result.json").write_text(json.dumps(asdict(r)))
+        return 0
 
     work = Path(tempfile.mkdtemp(prefix="odradek-suites-"))
     results: list[SuiteResult] = []
+    if args.kafkajs:
+        results.append(run_kafkajs(args.kafkajs.resolve(), args.kafkajs_against, work, args.kafkajs_test,
+                                   args.kafkajs_workers))
     if args.kafka_python:
         kroot = work / "kafka-root"
         kroot.mkdir()
