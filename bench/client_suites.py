@@ -30,10 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import suite_clusters  # the script's directory is on sys.path
 from odradek.ready_file import read_ready_file
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import suite_clusters  # noqa: E402  (bench/ is not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
 # The broker settings kafka-python's own fixture gives the Kafka it starts (servers/resources/default/
@@ -164,6 +162,7 @@ def run_kafkajs_inside(tree: Path, against: str, work: Path, patterns: list[str]
     """Inside the namespace: the three-listener cluster, kafkajs's SCRAM user, then its jest suite (all of it, or
     the test files matching ``patterns``) with the environment its package.json's ``jest`` script sets."""
     keystore = suite_clusters.make_certificates(work / "certs")
+    shims = kafkajs_docker_shim(work / "kafkajs-bin", suite_clusters.kafka_path(work / "kafka-path"))
     settings = [suite_clusters.listener_settings(port, keystore, KAFKAJS_BROKER) for port in KAFKAJS_FIRST_PORTS]
     cluster = suite_clusters.start_cluster(against, work / f"cluster-{against}", settings)
     result = SuiteResult(f"kafkajs ({against})")
@@ -172,7 +171,7 @@ def run_kafkajs_inside(tree: Path, against: str, work: Path, patterns: list[str]
         suite_clusters.add_scram_user("127.0.0.1:9092", *KAFKAJS_SCRAM)
         report = work / f"jest-{against}.json"
         env = {**os.environ, "KAFKA_VERSION": "2.4", "NODE_ENV": "test", "KAFKAJS_DEBUG_PROTOCOL_BUFFERS": "1",
-               "NODE_OPTIONS": "--dns-result-order=ipv4first"}
+               "NODE_OPTIONS": "--dns-result-order=ipv4first", "PATH": f"{shims}:{os.environ['PATH']}"}
         cmd = ["node", "node_modules/.bin/jest", "--ci", "--forceExit", "--no-watchman", f"--maxWorkers={workers}",
                "--json", f"--outputFile={report}", *patterns]
         with (work / f"jest-{against}.log").open("w") as log:
@@ -182,6 +181,25 @@ def run_kafkajs_inside(tree: Path, against: str, work: Path, patterns: list[str]
     result.seconds = time.monotonic() - started
     parse_jest(report, tree, result)
     return result
+
+
+def kafkajs_docker_shim(directory: Path, kafka_path: Path) -> Path:
+    """A ``docker`` for kafkajs's scripts/addPartitions.sh, which runs ``kafka-topics --zookeeper zookeeper:2181``
+    in its broker's container: ``docker ps`` names one container, ``docker exec <id> bash -c CMD`` runs CMD here
+    with Kafka 3.9's ``kafka-topics`` (TopicCommand, which takes ``--bootstrap-server`` where 2.4's took
+    ``--zookeeper``) on the PATH."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "kafka-topics").symlink_to(kafka_path / "bin" / "kafka-topics.sh")
+    docker = directory / "docker"
+    docker.write_text(
+        '#!/bin/sh\n'
+        'case "$1" in\n'
+        '  ps) echo kafka1 ;;\n'
+        '  exec) exec sh -c "$(echo "$5" | sed "s/--zookeeper zookeeper:2181/--bootstrap-server localhost:9092/")" ;;\n'
+        '  *) echo "docker shim: $1 is not served" >&2; exit 1 ;;\n'
+        'esac\n')
+    docker.chmod(0o755)
+    return directory
 
 
 def parse_jest(report: Path, tree: Path, result: SuiteResult) -> None:
@@ -218,6 +236,65 @@ def run_kafkajs(tree: Path, against: str, work: Path, patterns: list[str], worke
     return SuiteResult(data["name"], data["counts"], data["failures"], data.get("seconds", 0.0))
 
 
+# trivup's broker settings for librdkafka's "default" scenario (tests/scenarios/default.json on trivup's
+# server.properties template and cluster_testing.py): auto-created topics with 4 partitions and 3 replicas, the ACL
+# authorizer allowing everyone, one rack per broker and, for Kafka only, the rack-aware replica selector: odradek
+# does not serve fetch from follower (KIP-392) and refuses the setting as unknown.
+# ("noautocreate" differs in auto.create.topics.enable=false.)
+LIBRDKAFKA_KAFKA_ONLY = {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+LIBRDKAFKA_BROKER = {
+    "num.partitions": "4", "default.replication.factor": "3", "offsets.topic.replication.factor": "3",
+    "delete.topic.enable": "true", "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+}
+LIBRDKAFKA_SCENARIOS = {"default": {"auto.create.topics.enable": "true"},
+                        "noautocreate": {"auto.create.topics.enable": "false"}}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+RDKAFKA_SUMMARY = re.compile(r"^\|\s*(\d{4}\S*)\s*\|\s*(\w+)\s*\|\s*[\d.]+s\s*\|\s*(.*)$")
+
+
+def run_librdkafka(tree: Path, against: str, work: Path, scenario: str, tests: str, parallel: int,
+                   extra_args: list[str]) -> SuiteResult:
+    """librdkafka's test-runner (its ``run-test.sh``, every test of the 0000-0999 series that needs a broker:
+    ``-L``, never ``-Q``) against three brokers with trivup's settings for ``scenario``; ``tests`` is its TESTS
+    variable (comma-separated numbers, empty for all). KAFKA_PATH points at Kafka 3.9's tools for the tests that
+    run kafka-topics.sh and kafka-acls.sh."""
+    cluster_dir = work / f"rdkafka-{against}-{scenario}"
+    settings = [{**LIBRDKAFKA_BROKER, **LIBRDKAFKA_SCENARIOS[scenario], "broker.rack": f"RACK{i}",
+                 **(LIBRDKAFKA_KAFKA_ONLY if against == "kafka" else {})} for i in range(3)]
+    cluster = suite_clusters.start_cluster(against, cluster_dir, settings)
+    result = SuiteResult(f"librdkafka ({against}, {scenario})")
+    started = time.monotonic()
+    report = cluster_dir / "test_report.json"
+    try:
+        brokers = suite_clusters.bootstrap(cluster)
+        conf = cluster_dir / "test.conf"
+        conf.write_text(f"bootstrap.servers={brokers}\nsecurity.protocol=PLAINTEXT\n")
+        env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "TEST_KAFKA_VERSION": "3.9.0", "BROKERS": brokers,
+               "TEST_SCENARIO": scenario, "TEST_REPORT": str(report),
+               "KAFKA_PATH": str(suite_clusters.kafka_path(work / "kafka-path")), "TESTS": tests}
+        if not tests:
+            env.pop("TESTS")
+        with (cluster_dir / "test-runner.log").open("w") as log:
+            subprocess.run(["./run-test.sh", f"-p{parallel}", "-L", *extra_args], cwd=tree / "tests", env=env,
+                           stdout=log, stderr=subprocess.STDOUT, check=False)
+    finally:
+        cluster.stop()
+    result.seconds = time.monotonic() - started
+    states: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    for line in (cluster_dir / "test-runner.log").read_text(errors="replace").splitlines():
+        if m := RDKAFKA_SUMMARY.match(ANSI.sub("", line)):
+            states[m[1]] = m[2]
+            reasons[m[1]] = m[3].strip()
+    for name, state in sorted(states.items()):
+        kind = {"PASSED": "passed", "FAILED": "failed", "SKIPPED": "skipped"}.get(state, state.lower())
+        result.counts[kind] = result.counts.get(kind, 0) + 1
+        if state not in ("PASSED", "SKIPPED"):
+            result.failures.append(f"{name} {state}: {reasons[name]}")
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kafka-python", type=Path, help="kafka-python source tree (git tag 3.0.11)")
@@ -236,6 +313,12 @@ def main() -> int:
     parser.add_argument("--kafkajs-test", action="append", default=[],
                         help="run only the jest test files matching this pattern (repeatable)")
     parser.add_argument("--kafkajs-workers", type=int, default=2, help="jest --maxWorkers")
+    parser.add_argument("--librdkafka", type=Path, help="librdkafka source tree (git tag v2.15.0), built")
+    parser.add_argument("--librdkafka-against", choices=("odradek", "kafka"), default="odradek")
+    parser.add_argument("--librdkafka-scenario", choices=tuple(LIBRDKAFKA_SCENARIOS), default="default")
+    parser.add_argument("--librdkafka-tests", default="", help="TESTS: comma-separated test numbers (all if empty)")
+    parser.add_argument("--librdkafka-parallel", type=int, default=2, help="test-runner -p")
+    parser.add_argument("--librdkafka-arg", action="append", default=[], help="more test-runner options (-K, -E)")
     parser.add_argument("--inside-namespace", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -253,6 +336,10 @@ def main() -> int:
     if args.kafkajs:
         results.append(run_kafkajs(args.kafkajs.resolve(), args.kafkajs_against, work, args.kafkajs_test,
                                    args.kafkajs_workers))
+    if args.librdkafka:
+        results.append(run_librdkafka(args.librdkafka.resolve(), args.librdkafka_against, work,
+                                      args.librdkafka_scenario, args.librdkafka_tests, args.librdkafka_parallel,
+                                      args.librdkafka_arg))
     if args.kafka_python:
         kroot = work / "kafka-root"
         kroot.mkdir()

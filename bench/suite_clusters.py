@@ -1,5 +1,6 @@
-"""Three-broker clusters with three listeners each (PLAINTEXT, SSL, SASL_SSL) on fixed ports, for client suites that
-hard-code their brokers' addresses (kafkajs's), run inside a network namespace of their own.
+"""Three-broker clusters for the clients' own suites: odradek or Apache Kafka 3.9, in ZooKeeper mode, each broker
+with its own settings (kafkajs's have three listeners each, PLAINTEXT, SSL and SASL_SSL, on fixed ports; librdkafka's
+have trivup's settings and one rack per broker).
 
 The fixed ports are the namespace's, never the host's: :func:`namespace` creates a namespace with only its loopback
 up, and the caller re-runs itself inside it (``ip netns exec``); everything started there (ZooKeeper, the brokers,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from odradek.apache_kafka import KAFKA_3, KafkaBroker, KafkaCluster
+from odradek.apache_kafka import KAFKA_3, KafkaBroker, KafkaCluster, java_command
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.ready_file import read_ready_file
 
@@ -98,10 +100,10 @@ class OdradekZkCluster:
         self.settings = settings
         self.zookeeper = LocalZooKeeper(work / "zookeeper")
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.readies: list[Path] = []
 
     def start(self) -> OdradekZkCluster:
         self.zookeeper.start()
-        readies = []
         for broker_id, settings in enumerate(self.settings):
             ready = self.work / f"broker-{broker_id}.ready"
             ready.unlink(missing_ok=True)
@@ -114,9 +116,9 @@ class OdradekZkCluster:
             env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
             self.procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                start_new_session=True))
-            readies.append(ready)
+            self.readies.append(ready)
         deadline = time.monotonic() + READY_TIMEOUT_S
-        for proc, ready in zip(self.procs, readies, strict=True):
+        for proc, ready in zip(self.procs, self.readies, strict=True):
             while not (ready.exists() and read_ready_file(ready)):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
@@ -138,26 +140,58 @@ class OdradekZkCluster:
         self.zookeeper.stop()
 
 
-class FixedListenerKafka(KafkaCluster):
-    """Apache Kafka 3.9 in ZooKeeper mode with each broker's ``settings`` (its listeners on fixed ports) instead of
-    the one free-port PLAINTEXT listener :class:`KafkaCluster` gives it."""
+class PerBrokerKafka(KafkaCluster):
+    """Apache Kafka 3.9 in ZooKeeper mode with each broker's own ``settings`` on top of :class:`KafkaCluster`'s
+    (fixed ``listeners`` there replace the one free-port PLAINTEXT listener it gives each broker)."""
 
     def __init__(self, work: Path, settings: list[dict[str, str]]) -> None:
         super().__init__(work, version=KAFKA_3, brokers=len(settings), heap_mb=768)
         self.per_broker = settings
         for broker, own in zip(self.brokers, settings, strict=True):
-            broker.port = int(own["listeners"].split(",")[0].rsplit(":", 1)[1])  # readiness probes this port
+            if "listeners" in own:  # readiness probes the first listener's port
+                broker.port = int(own["listeners"].split(",")[0].rsplit(":", 1)[1])
 
     def _config(self, broker: KafkaBroker) -> dict[str, object]:
         return super()._config(broker) | self.per_broker[broker.node_id - 1]
 
 
 def start_cluster(kind: str, work: Path, settings: list[dict[str, str]]) -> OdradekZkCluster | KafkaCluster:
-    """``kind`` is ``odradek`` or ``kafka``."""
+    """``kind`` is ``odradek`` or ``kafka``; one broker per item of ``settings``."""
     work.mkdir(parents=True, exist_ok=True)
     if kind == "odradek":
         return OdradekZkCluster(work, settings).start()
-    return FixedListenerKafka(work, settings).start()
+    return PerBrokerKafka(work, settings).start()
+
+
+def bootstrap(cluster: OdradekZkCluster | KafkaCluster) -> str:
+    """Every broker's first advertised listener, ``host:port,...``."""
+    if isinstance(cluster, KafkaCluster):
+        return cluster.bootstrap_servers
+    return ",".join(read_ready_file(ready)["bootstrap.servers"] for ready in cluster.readies)
+
+
+# The Kafka distribution's scripts that suites run from $KAFKA_PATH/bin, and the main class each one runs.
+KAFKA_SCRIPTS = {
+    "kafka-topics.sh": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs.sh": "kafka.admin.ConfigCommand",
+    "kafka-acls.sh": "kafka.admin.AclCommand",
+    "kafka-run-class.sh": "",
+}
+
+
+def kafka_path(directory: Path) -> Path:
+    """A stand-in for a Kafka distribution's directory: ``bin/`` holds the scripts suites call (``KAFKA_SCRIPTS``),
+    each running Kafka 3.9's main class from the Maven jars (``kafka-run-class.sh`` takes the class as its first
+    argument, as the real one does)."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for script, main_class in KAFKA_SCRIPTS.items():
+        argv = java_command(KAFKA_3, main_class or "kafka-run-class")
+        command = " ".join(shlex.quote(part) for part in (argv if main_class else argv[:-1]))
+        path = bin_dir / script
+        path.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n")
+        path.chmod(0o755)
+    return directory
 
 
 def add_scram_user(bootstrap: str, user: str, sha256: str, sha512: str, iterations: int = 8192) -> None:
