@@ -14,6 +14,32 @@ also needs ``pytest-asyncio`` and ``googleapis-common-protos``).
 Each suite gets its own broker (``odradek up --port 0``) on a fresh data directory, so one suite's topics and
 groups never change another's results. The summary line of each pytest run is parsed into counts; the failing
 test ids are printed under it.
+
+kafkajs and librdkafka run against three brokers (``bench/suite_clusters.py``: ``odradek broker`` processes on a
+ZooKeeper of their own), or, with ``--kafkajs-against kafka`` / ``--librdkafka-against kafka``, against Apache Kafka
+3.9 in the same harness, to tell odradek's failures from the suite's or the harness's. Both need Java 17 (ZooKeeper,
+Kafka's tools); kafkajs's run also needs root, for its network namespace.
+
+kafkajs (git tag v2.2.4 of tulios/kafkajs; ``npm install`` in the tree, Node 20)::
+
+    git -C <kafkajs git dir> archive v2.2.4 | tar -x -C /tmp/suites/kafkajs
+    (cd /tmp/suites/kafkajs && npm install --no-audit --no-fund --ignore-scripts)
+    python bench/client_suites.py --kafkajs /tmp/suites/kafkajs                    # every jest test, ~11 min
+    python bench/client_suites.py --kafkajs /tmp/suites/kafkajs --kafkajs-against kafka \
+        --kafkajs-test src/broker/__tests__/heartbeat.spec.js                    # some test files, Kafka 3.9
+
+librdkafka (git tag v2.15.0 of confluentinc/librdkafka, built from source; ``rapidjson-dev`` for the tests that
+read statistics)::
+
+    git -C <librdkafka git dir> archive v2.15.0 | tar -x -C /tmp/suites/librdkafka
+    (cd /tmp/suites/librdkafka && ./configure --disable-gssapi && make libs && make -C tests build)
+    python bench/client_suites.py --librdkafka /tmp/suites/librdkafka --librdkafka-parallel 3   # every test
+    python bench/client_suites.py --librdkafka /tmp/suites/librdkafka --librdkafka-scenario noautocreate
+    python bench/client_suites.py --librdkafka /tmp/suites/librdkafka --librdkafka-against kafka \
+        --librdkafka-tests 0081,0113                                              # some tests, Kafka 3.9
+
+``--librdkafka-kafka-version 4.0.0`` sets the suite's TEST_KAFKA_VERSION (3.9.0 by default) so it leaves out what
+Kafka 4.0 removed. ``--keep`` keeps the work directory: each runner's log, jest's report, the brokers' logs.
 """
 
 from __future__ import annotations
@@ -257,19 +283,25 @@ NOT_THIS_MODE = "Filtered due to negative test flags"  # a local test under -L, 
 
 
 def librdkafka_numbers(tree: Path) -> list[str]:
-    """Every test number of the 0000-0999 and 8000 series (one per source file; a number may hold several
-    tests, ``0045_subscribe_update`` and its siblings)."""
-    return sorted({p.name[:4] for p in (tree / "tests").glob("[08][0-9][0-9][0-9]-*.c*")})
+    """The test numbers ``make`` runs: every number of test.c's table (one number may hold several tests,
+    ``0045_subscribe_update`` and its siblings) with a test not marked TEST_F_MANUAL, which the runner only runs
+    when named (running each number by name would otherwise run them)."""
+    table = (tree / "tests" / "test.c").read_text()
+    table = table[table.index("struct test tests[] = {"):]
+    return sorted({number for number, flags in re.findall(r"_TEST\((\d{4})_\w+,\s*([^,)]*)", table)
+                   if "TEST_F_MANUAL" not in flags})
 
 
 def run_librdkafka(tree: Path, against: str, work: Path, scenario: str, tests: str, parallel: int,
-                   extra_args: list[str]) -> SuiteResult:
+                   extra_args: list[str], kafka_version: str) -> SuiteResult:
     """librdkafka's test-runner against three brokers with trivup's settings for ``scenario``: every test that
     needs a broker (``-L``; never ``-Q``, its quick mode), or the numbers in ``tests`` (comma-separated).
 
     Each test number runs in a runner process of its own (``parallel`` of them at once, all on one cluster),
     because a test that overruns its timeout kills the whole runner. KAFKA_PATH points at Kafka 3.9's tools for the
-    tests that run kafka-topics.sh and kafka-acls.sh."""
+    tests that run kafka-topics.sh and kafka-acls.sh. ``kafka_version`` is TEST_KAFKA_VERSION, the broker version
+    the tests adapt to (4.0.0 and later: no message format v0/v1, no old protocol versions, as KIP-896 and
+    KIP-724 removed them; odradek serves Kafka 4.0's version floors)."""
     import json
     from concurrent.futures import ThreadPoolExecutor
 
@@ -277,14 +309,14 @@ def run_librdkafka(tree: Path, against: str, work: Path, scenario: str, tests: s
     settings = [{**LIBRDKAFKA_BROKER, **LIBRDKAFKA_SCENARIOS[scenario], "broker.rack": f"RACK{i}",
                  **(LIBRDKAFKA_KAFKA_ONLY if against == "kafka" else {})} for i in range(3)]
     cluster = suite_clusters.start_cluster(against, cluster_dir, settings)
-    result = SuiteResult(f"librdkafka ({against}, {scenario})")
+    result = SuiteResult(f"librdkafka ({against}, {scenario}, TEST_KAFKA_VERSION={kafka_version})")
     started = time.monotonic()
     numbers = [n.strip() for n in tests.split(",") if n.strip()] or librdkafka_numbers(tree)
 
     def run_one(number: str) -> tuple[dict[str, dict[str, str]], str]:
         report = cluster_dir / f"report-{number}.json"
         log = cluster_dir / f"test-{number}.log"
-        env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "TEST_KAFKA_VERSION": "3.9.0", "BROKERS": brokers,
+        env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "TEST_KAFKA_VERSION": kafka_version, "BROKERS": brokers,
                "TEST_SCENARIO": scenario, "TEST_REPORT": str(report), "KAFKA_PATH": str(kafka_path),
                "TESTS": number}
         with log.open("w") as out:
@@ -301,7 +333,8 @@ def run_librdkafka(tree: Path, against: str, work: Path, scenario: str, tests: s
     try:
         brokers = suite_clusters.bootstrap(cluster)
         conf = cluster_dir / "test.conf"
-        conf.write_text(f"bootstrap.servers={brokers}\nsecurity.protocol=PLAINTEXT\n")
+        # trivup's LibrdkafkaTestApp writes the same multiplier of every test's timeout
+        conf.write_text(f"bootstrap.servers={brokers}\nsecurity.protocol=PLAINTEXT\ntest.timeout.multiplier=2\n")
         kafka_path = suite_clusters.kafka_path(work / "kafka-path")
         with ThreadPoolExecutor(parallel) as pool:
             outcomes = list(pool.map(run_one, numbers))
@@ -350,6 +383,8 @@ def main() -> int:
     parser.add_argument("--librdkafka-scenario", choices=tuple(LIBRDKAFKA_SCENARIOS), default="default")
     parser.add_argument("--librdkafka-tests", default="", help="TESTS: comma-separated test numbers (all if empty)")
     parser.add_argument("--librdkafka-parallel", type=int, default=2, help="test-runner -p")
+    parser.add_argument("--librdkafka-kafka-version", default="3.9.0",
+                        help="TEST_KAFKA_VERSION: 4.0.0 makes the tests skip what Kafka 4.0 removed")
     parser.add_argument("--librdkafka-arg", action="append", default=[], help="more test-runner options (-K, -E)")
     parser.add_argument("--inside-namespace", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -371,7 +406,7 @@ def main() -> int:
     if args.librdkafka:
         results.append(run_librdkafka(args.librdkafka.resolve(), args.librdkafka_against, work,
                                       args.librdkafka_scenario, args.librdkafka_tests, args.librdkafka_parallel,
-                                      args.librdkafka_arg))
+                                      args.librdkafka_arg, args.librdkafka_kafka_version))
     if args.kafka_python:
         kroot = work / "kafka-root"
         kroot.mkdir()
