@@ -45,6 +45,7 @@ Kafka 4.0 removed. ``--keep`` keeps the work directory: each runner's log, jest'
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -53,7 +54,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import suite_clusters  # the script's directory is on sys.path
@@ -231,8 +233,6 @@ def kafkajs_docker_shim(directory: Path, kafka_path: Path) -> Path:
 
 def parse_jest(report: Path, tree: Path, result: SuiteResult) -> None:
     """Counts per test (jest's --json report); a file that failed to run at all counts as one error."""
-    import json
-
     data = json.loads(report.read_text()) if report.exists() else {}
     result.counts = {"passed": data.get("numPassedTests", 0), "failed": data.get("numFailedTests", 0),
                      "skipped": data.get("numPendingTests", 0) + data.get("numTodoTests", 0)}
@@ -249,8 +249,6 @@ def parse_jest(report: Path, tree: Path, result: SuiteResult) -> None:
 def run_kafkajs(tree: Path, against: str, work: Path, patterns: list[str], workers: int) -> SuiteResult:
     """Re-run this script inside a fresh network namespace, where kafkajs's fixed ports are free, and read back
     the result it leaves in ``work``."""
-    import json
-
     name = f"odsuites-{os.getpid()}"
     out = work / f"kafkajs-{against}.result.json"
     with suite_clusters.namespace(name):
@@ -258,9 +256,9 @@ def run_kafkajs(tree: Path, against: str, work: Path, patterns: list[str], worke
                "--kafkajs-against", against, "--kafkajs-workers", str(workers), "--inside-namespace", str(work),
                *[arg for p in patterns for arg in ("--kafkajs-test", p)]]
         subprocess.run(cmd, check=False, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    data = json.loads(out.read_text()) if out.exists() else {"name": f"kafkajs ({against})",
-                                                              "counts": {"error": 1}, "failures": ["no result"]}
-    return SuiteResult(data["name"], data["counts"], data["failures"], data.get("seconds", 0.0))
+    if not out.exists():
+        return SuiteResult(f"kafkajs ({against})", {"error": 1}, [f"no result: see {work}"])
+    return SuiteResult(**json.loads(out.read_text()))
 
 
 # trivup's broker settings for librdkafka's "default" scenario (tests/scenarios/default.json on trivup's
@@ -302,8 +300,6 @@ def run_librdkafka(tree: Path, against: str, work: Path, scenario: str, tests: s
     tests that run kafka-topics.sh and kafka-acls.sh. ``kafka_version`` is TEST_KAFKA_VERSION, the broker version
     the tests adapt to (4.0.0 and later: no message format v0/v1, no old protocol versions, as KIP-896 and
     KIP-724 removed them; odradek serves Kafka 4.0's version floors)."""
-    import json
-    from concurrent.futures import ThreadPoolExecutor
 
     cluster_dir = work / f"rdkafka-{against}-{scenario}"
     settings = [{**LIBRDKAFKA_BROKER, **LIBRDKAFKA_SCENARIOS[scenario], "broker.rack": f"RACK{i}",
@@ -390,9 +386,6 @@ def main() -> int:
     args = parser.parse_args()
 
     if args.inside_namespace:  # the kafkajs half, re-run by run_kafkajs inside its namespace
-        import json
-        from dataclasses import asdict
-
         r = run_kafkajs_inside(args.kafkajs, args.kafkajs_against, args.inside_namespace, args.kafkajs_test,
                                args.kafkajs_workers)
         (args.inside_namespace / f"kafkajs-{args.kafkajs_against}.result.json").write_text(json.dumps(asdict(r)))
