@@ -274,7 +274,7 @@ LIBRDKAFKA_BROKER = {
 }
 LIBRDKAFKA_SCENARIOS = {"default": {"auto.create.topics.enable": "true"},
                         "noautocreate": {"auto.create.topics.enable": "false"}}
-FAILED_AT = re.compile(r'### Test "(\S+)" failed at [^\n]*###\n([^\n]*)')
+FAILED_AT = re.compile(r'### Test "(\S+)[^"]*" failed at [^\n]*###\n([^\n]*)')  # "name (sub-test)"
 SKIPPED_BECAUSE = re.compile(r"^\[(\S+)\s*/[^]]*\] WARN: SKIPPING TEST: (.*)$", re.MULTILINE)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 NOT_THIS_MODE = "Filtered due to negative test flags"  # a local test under -L, or one with a known issue
@@ -338,7 +338,9 @@ def run_librdkafka(tree: Path, against: str, work: Path, scenario: str, tests: s
         cluster.stop()
     result.seconds = time.monotonic() - started
     for number, (states, log) in zip(numbers, outcomes, strict=True):
-        reasons = dict(FAILED_AT.findall(log))
+        reasons: dict[str, str] = {}
+        for name, why in FAILED_AT.findall(log):
+            reasons.setdefault(name, why)  # the first failure; later ones say "See 1 previous failure(s)"
         skips = {name: why.strip() for name, why in SKIPPED_BECAUSE.findall(log)
                  if not why.startswith(NOT_THIS_MODE) or states.get(name, {}).get("known_issue")}
         ran = {name: t for name, t in states.items() if t["state"] != "SKIPPED" or name in skips}

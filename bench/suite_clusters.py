@@ -2,9 +2,9 @@
 with its own settings (kafkajs's have three listeners each, PLAINTEXT, SSL and SASL_SSL, on fixed ports; librdkafka's
 have trivup's settings and one rack per broker).
 
-The fixed ports are the namespace's, never the host's: :func:`namespace` creates a namespace with only its loopback
-up, and the caller re-runs itself inside it (``ip netns exec``); everything started there (ZooKeeper, the brokers,
-the suite's runner) shares that loopback. The same settings start odradek (``odradek broker`` in ZooKeeper mode, one
+Fixed ports are a namespace's, never the host's: :func:`namespace` creates a namespace with only its loopback up,
+and the caller re-runs itself inside it (``ip netns exec``); everything started there (ZooKeeper, the brokers, the
+suite's runner) shares that loopback. The same settings start odradek (``odradek broker`` in ZooKeeper mode, one
 process per broker, so each broker gets its own ``listeners``) or Apache Kafka 3.9 (:class:`KafkaCluster`), so a
 test failing on one can be run against the other in the same harness.
 
@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from odradek.apache_kafka import KAFKA_3, KafkaBroker, KafkaCluster, java_command
+from odradek.apache_kafka import KAFKA_3, KafkaBroker, KafkaCluster, jars, java_command
 from odradek.coordination.localzk import LocalZooKeeper
 from odradek.ready_file import read_ready_file
 
@@ -181,13 +181,20 @@ KAFKA_SCRIPTS = {
 
 def kafka_path(directory: Path) -> Path:
     """A stand-in for a Kafka distribution's directory: ``bin/`` holds the scripts suites call (``KAFKA_SCRIPTS``),
-    each running Kafka 3.9's main class from the Maven jars (``kafka-run-class.sh`` takes the class as its first
-    argument, as the real one does)."""
+    each running Kafka 3.9's main class from the Maven jars with ``$CLASSPATH`` first, as the real scripts do
+    (``kafka-run-class.sh`` takes the class as its first argument); ``libs/`` is those jars."""
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
+    libs = directory / "libs"
+    if not libs.exists():
+        libs.symlink_to(jars.ensure(KAFKA_3))
     for script, main_class in KAFKA_SCRIPTS.items():
         argv = java_command(KAFKA_3, main_class or "kafka-run-class")
-        command = " ".join(shlex.quote(part) for part in (argv if main_class else argv[:-1]))
+        argv = argv if main_class else argv[:-1]
+        cp = argv.index("-cp") + 1
+        quoted = [shlex.quote(a) for a in argv]
+        quoted[cp] = f'"${{CLASSPATH:+$CLASSPATH:}}"{quoted[cp]}'
+        command = " ".join(quoted)
         path = bin_dir / script
         path.write_text(f"#!/bin/sh\nexec {command} \"$@\"\n")
         path.chmod(0o755)
