@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["INVALID_REQUEST_MESSAGE", "RETRIABLE", "ErrorCode", "KafkaError", "RecordValidationError"]
+__all__ = ["INVALID_REQUEST_MESSAGE", "NOT_CONTROLLER_MESSAGE", "RETRIABLE", "ErrorCode", "KafkaError",
+           "RecordValidationError"]
 
 
 class KafkaError(Exception):
@@ -38,6 +39,10 @@ INVALID_REQUEST_MESSAGE = (
 )
 """Kafka's ``Errors.INVALID_REQUEST.message()``: what its error responses say when the handler throws before
 answering per resource (an unknown FindCoordinator key type, an unknown DescribeConfigs resource type)."""
+
+NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
+"""Kafka's ``Errors.NOT_CONTROLLER.message()``: the top-level message of a ZooKeeper-mode broker that is not the
+controller (partition reassignments)."""
 
 RETRIABLE: frozenset[ErrorCode] = frozenset(
     code for code in ErrorCode if getattr(code, "retriable", False)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
-from odradek.cluster import LocalCluster
+from odradek.cluster import READY_WAIT_S, LocalCluster
 from odradek.migration import refuse_for_zookeeper
 from odradek.ready_file import ready_line, write_ready_file
 
@@ -34,6 +34,11 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     refuse_for_zookeeper(Path(config.data_dir))
     broker = Broker(config, ZooKeeperBackend(zookeeper), metrics_port=metrics_port)
     await broker.start()
+    # Ready, as for ``odradek up``, once the broker has heard from a controller: an admin client that connects at
+    # once otherwise reads controller -1 and librdkafka waits out its whole request timeout before asking again.
+    # A cluster without a controller for that long still gets a serving broker.
+    if not await broker.metadata.wait_until(lambda: broker.metadata.controller_id >= 0, READY_WAIT_S):
+        log.warning("no controller heard of in %.0f s; serving anyway", READY_WAIT_S)
     registry = await _start_registry(broker, lambda name: "{}:{}".format(*broker.advertised[name]), broker.host,
                                      schema_registry_port, broker.stop)
     _show_in_consoles(registry, [broker])
@@ -55,6 +60,11 @@ async def run_zookeeper_broker(config: BrokerConfig, ready_file: Path | None, zo
     await _serve(endpoints, ready_file, stop_all, broker.halted)
 
 
+REGISTRY_BROKERS_WAIT_S = 60.0
+"""How long a registry beside brokers waits for as many live brokers as its topic's replication factor (Confluent's
+``kafkastore.init.timeout.ms`` is as long)."""
+
+
 async def _start_registry(broker: Broker, addresses: Callable[[str], str], host: str, port: int | None,
                           stop_brokers: Callable[[], Awaitable[None]]) -> SchemaRegistry | None:
     """The schema registry beside the brokers (None when ``port`` is None), connected and guarded as
@@ -72,8 +82,12 @@ async def _start_registry(broker: Broker, addresses: Callable[[str], str], host:
     except ValueError as exc:  # TlsConfigError included: ssl.* that make no server context
         await stop_brokers()
         raise RegistryStartFailed(f"cannot serve the schema registry: {exc}") from exc
+    # _schemas replicated as the cluster's internal topics are: brokers started together (``odradek broker`` each)
+    # get a registry topic that survives one of them, instead of one made before the others registered
+    replicas = min(3, int(broker.config.values["offsets.topic.replication.factor"]))
     registry = SchemaRegistry(security.bootstrap, host=host, port=port, client_config=security.client_config,
-                              basic_auth=security.basic_auth, ssl_context=security.server_tls)
+                              basic_auth=security.basic_auth, ssl_context=security.server_tls,
+                              replication_factor=replicas, brokers_wait_s=REGISTRY_BROKERS_WAIT_S)
     registry.registry.forward_ssl = security.forward_tls
     try:
         await registry.start()

@@ -105,10 +105,11 @@ def test_legacy_alter_configs_replaces_the_whole_override_set(broker: BrokerProc
     with pytest.raises(Exception) as info:
         admin.alter_configs([bad])[bad].result(20)
     assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
-    broker_res = ConfigResource("broker", "0", set_config={"log.retention.ms": "1000"})
+    static = ConfigResource("broker", "0", set_config={"broker.id": "7"})
     with pytest.raises(Exception) as info:
-        admin.alter_configs([broker_res])[broker_res].result(20)
-    assert info.value.args[0].code() == KafkaError.INVALID_CONFIG
+        admin.alter_configs([static])[static].result(20)
+    assert info.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert info.value.args[0].str() == "Cannot update these configs dynamically: Set(broker.id)"
 
 
 def test_create_partitions(broker: BrokerProcess) -> None:

@@ -66,8 +66,18 @@ def test_configs_brokers(cluster: ThreadedCluster, cli: Callable[..., Result]) -
     assert lines[0] == "All configs for broker 0 are:"
     assert any(line.startswith("  broker.id=0 sensitive=false") for line in lines)
     refused = cli("configs", "--bootstrap-server", bootstrap, "--alter", "--broker", "0", "--add-config",
-                  "log.retention.ms=5")
+                  "num.partitions=5")
     assert refused.exit_code == 1 and "INVALID_REQUEST" in refused.output
+    assert "Cannot update these configs dynamically: Set(num.partitions)" in refused.output
+    try:  # a dynamic broker config (KIP-226) is taken and described as this broker's own
+        altered = cli("configs", "--bootstrap-server", bootstrap, "--alter", "--broker", "0", "--add-config",
+                      "log.cleaner.threads=2")
+        assert altered.exit_code == 0, altered.output
+        described = cli("configs", "--bootstrap-server", bootstrap, "--describe", "--broker", "0", "--all")
+        assert "  log.cleaner.threads=2 sensitive=false" in described.stdout, described.stdout
+    finally:
+        cli("configs", "--bootstrap-server", bootstrap, "--alter", "--broker", "0", "--delete-config",
+            "log.cleaner.threads")
 
 
 def test_parse_add_config_brackets() -> None:

@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Batch", "Call", "Closed", "Ref", "Scenario", "Topic", "Until", "coordinator", "init_producer", "produce"]
+__all__ = ["Act", "Batch", "Call", "Closed", "Derived", "Ref", "Scenario", "Topic", "Until", "coordinator",
+           "init_producer", "produce"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,15 @@ class Ref:
     """A value captured by an earlier step of the same scenario on the same broker."""
 
     name: str
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A value computed from one captured earlier on the same broker (a SCRAM client-final message carrying the
+    server's nonce)."""
+
+    name: str
+    compute: Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,19 @@ class Call:
     :mod:`odradek.protocol.controller_requests`."""
     capture: Mapping[str, str] = field(default_factory=dict)
     until: Until | None = None
+    to: int | str | None = None
+    """Where it goes on a cluster: a broker id, ``"controller"`` (the active controller, asked of the first broker
+    with Metadata), ``"not-controller"`` (the lowest other id), a login's name on a secured broker, or None for the
+    target's own broker."""
+
+
+@dataclass(frozen=True)
+class Act:
+    """A setup step that changes the cluster itself, done alike on both: ``stop`` a broker (SIGTERM, a controlled
+    shutdown) or ``start`` it again. A broker a scenario leaves stopped is started again after it."""
+
+    verb: str
+    broker: int
 
 
 @dataclass(frozen=True)
@@ -76,6 +99,9 @@ class Topic:
     configs: Mapping[str, str] = field(default_factory=dict)
     suffix: str = ""
     """Extra topics of one scenario are ``{topic}`` plus a suffix."""
+    replicas: tuple[tuple[int, ...], ...] = ()
+    """On a cluster: each partition's replicas (the first the preferred leader), instead of ``partitions`` and a
+    replication factor of one; the topic is ready once every broker sees each partition's whole ISR."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +109,7 @@ class Scenario:
     name: str
     request: Call
     topics: tuple[Topic, ...] = ()
-    setup: tuple[Call, ...] = ()
+    setup: tuple[Call | Act, ...] = ()
     against: str = "3.9"
     """The Apache Kafka it is compared with: "4" for APIs Kafka 3.9 in ZooKeeper mode does not serve."""
     own: str = ""

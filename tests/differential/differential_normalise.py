@@ -13,8 +13,8 @@ at its own path (``topics[d.x]``) rather than every later entry shifted.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ABSENT", "RULES", "Diff", "Rule", "SelfIds", "compare", "glob", "normalise"]
@@ -33,6 +33,9 @@ class SelfIds:
     node_id: int
     host: str
     port: int
+    peers: Mapping[int, int] = field(default_factory=dict)
+    """On a cluster, every broker's port by its node id: a port is then masked as the broker it belongs to, and the
+    active controller's id (chosen by a race between the brokers) is masked."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,13 @@ def _self_name(value: Any, ids: SelfIds) -> Any:
 
 
 def _self_port(value: Any, ids: SelfIds) -> Any:
-    return "<port>" if value == ids.port else value
+    if value == ids.port:
+        return "<port>"
+    return next((f"<port of {node}>" for node, port in ids.peers.items() if port == value), value)
+
+
+def _controller(value: Any, ids: SelfIds) -> Any:
+    return "<controller>" if ids.peers and isinstance(value, int) and value >= 0 else _self_node(value, ids)
 
 
 _KAFKA_UUID = re.compile(r"^[A-Za-z0-9_-]{22}$")
@@ -68,6 +77,10 @@ _KAFKA_UUID = re.compile(r"^[A-Za-z0-9_-]{22}$")
 
 def _member(value: Any, _ids: SelfIds) -> Any:
     return "<uuid>" if isinstance(value, str) and _KAFKA_UUID.match(value) else value
+
+
+def _unordered(value: Any, _ids: SelfIds) -> Any:
+    return sorted(value, key=repr) if isinstance(value, list) else value
 
 
 def _uuid(value: Any, _ids: SelfIds) -> Any:
@@ -82,10 +95,12 @@ RULES: tuple[Rule, ...] = (
     Rule("*throttle_time*", _mask("throttle"),
          "throttle times depend on quotas and load on the moment, not on the request"),
     Rule("cluster_id", _mask("cluster"), "each cluster has its own random id"),
+    Rule("controller_id", _controller, "on a three-broker cluster, which broker becomes the controller is a race "
+         "between them; on one broker, its own id"),
     *(Rule(f"*{name}", _self_node, "each broker has its own node id: its own id is masked, -1 and others compared")
       for name in _NODE_FIELDS),
     Rule("*resource_name", _self_name, "a broker resource is named by the broker's own node id"),
-    Rule("*port", _self_port, "each broker listens on a free port of its own"),
+    Rule("*port", _self_port, "each broker listens on a free port of its own (on a cluster, named by its broker)"),
     Rule("*topic_id", _uuid, "topic ids are random per cluster (the zero id, meaning none, is compared)"),
     Rule("*member_id", _member, "KIP-848 member ids are random (Kafka's Uuid in base64); classic ones keep their "
          "client-id prefix and only the random UUID in them is masked"),
@@ -95,12 +110,14 @@ RULES: tuple[Rule, ...] = (
     Rule("*log_append_time*", _mask("clock"), "the broker's clock when it appended"),
     Rule("*start_time*", _mask("clock"), "a broker clock (transaction and producer start times)"),
     Rule("*log_dir", _mask("dir"), "each broker's own log directory"),
+    Rule("*acls", _unordered, "the ACLs of one resource or one filter come from a set: their order is not part of "
+         "the answer (Kafka's varies from run to run)"),
     Rule("*usable_bytes", _mask("bytes"), "free disk space, which moves with every write on the machine"),
     Rule("*total_bytes", _mask("bytes"), "the size of the disk each broker's directory is on"),
 )
 
-IDENTITY_FIELDS = ("api_key", "name", "topic", "topic_name", "partition_index", "index", "partition", "group_id",
-                   "transactional_id", "resource_name", "key", "config_name")
+IDENTITY_FIELDS = ("api_key", "node_id", "broker_id", "name", "topic", "topic_name", "partition_index", "index",
+                   "partition", "partition_id", "group_id", "transactional_id", "resource_name", "key", "config_name")
 """Fields that identify an array's entries: such arrays are compared by identity, not position."""
 
 

@@ -1,8 +1,11 @@
-"""Runs a scenario against one broker with odradek's own wire layer, and turns the answer into plain data.
+"""Runs a scenario against one broker, or one broker of a cluster, with odradek's own wire layer, and turns the answer
+into plain data.
 
-Each scenario gets a fresh connection (a malformed request may close it). Bodies are built into kio entities at the
-exact version named, sent through :class:`odradek.protocol.client.BlockingConnection`, and the decoded response is
-turned into dicts, lists and scalars (record batches decoded into their records) for the normaliser and comparison.
+Each scenario gets a fresh connection (a malformed request may close it), and one more per other broker or login it
+sends to (:attr:`Call.to`); a cluster's :class:`Actor` stops and starts brokers for :class:`Act` steps. Bodies are
+built into kio entities at the exact version named, sent through :class:`odradek.protocol.client.BlockingConnection`,
+and the decoded response is turned into dicts, lists and scalars (record batches decoded into their records) for the
+normaliser and comparison.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ import time
 import typing
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from differential_corpus import Batch, Call, Closed, Ref, Scenario, Topic
+from differential_corpus import Act, Batch, Call, Closed, Derived, Ref, Scenario, Topic
 
 from odradek.protocol.client import BlockingConnection
 from odradek.protocol.controller_requests import VERSIONS as CONTROLLER_VERSIONS
@@ -25,32 +28,53 @@ from odradek.protocol.controller_requests import decode_response, encode_body
 from odradek.protocol.entities import decode_entity, default_of, encode_entity, entity_schemas
 from odradek.protocol.records import decode_batch, encode_batch, iter_batches
 
-__all__ = ["Target", "build", "plain", "resolve", "run_scenario"]
+__all__ = ["Actor", "Target", "build", "plain", "resolve", "run_scenario", "settle"]
 
 SETUP_DEADLINE_S = 60.0
 REQUEST_TIMEOUT_S = 30.0
 
 
+class Actor(Protocol):
+    """What changes a cluster for :class:`Act` steps (stop or start one broker), and puts it back afterwards."""
+
+    def act(self, act: Act) -> None: ...
+
+    def restore(self) -> bool:
+        """Every broker running again, as before the scenario; whether any had to be started."""
+
+
 @dataclass(frozen=True)
 class Target:
-    """A one-broker cluster; ``node_id`` is what it calls itself (``{broker}`` in bodies, a broker resource)."""
+    """The broker requests go to; ``node_id`` is what it calls itself (``{broker}`` in bodies, a broker resource).
+    On a cluster, ``peers`` names every broker's ``host:port`` by id and ``actor`` stops and starts them; on a secured
+    one, ``logins`` holds the calls that log a connection in as each named user (``Call.to`` names one), and
+    ``teardown`` what puts shared state back after each scenario (sent as the first login)."""
 
     name: str
     host: str
     port: int
     node_id: int = -1
+    peers: Mapping[int, str] = field(default_factory=dict)
+    actor: Actor | None = None
+    logins: Mapping[str, tuple[Call, ...]] = field(default_factory=dict)
+    teardown: tuple[Call, ...] = ()
+    admin: str | None = None
+    """The login scenario topics are created through (None: the unauthenticated connection)."""
 
     @classmethod
-    def of(cls, name: str, bootstrap: str) -> Target:
-        """The broker at ``bootstrap``, its node id asked with Metadata (until the broker knows itself: a fresh
-        Kafka answers with no brokers until its controller's first UpdateMetadata)."""
+    def of(cls, name: str, bootstrap: str, **more: Any) -> Target:
+        """The broker at ``bootstrap`` (the first, for a cluster), its node id asked with Metadata (until the broker
+        knows itself: a fresh Kafka answers with no brokers until its controller's first UpdateMetadata)."""
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
-        session = _Session(cls(name, host, int(port)), Scenario("node-id", Call(3, 12)))
+        session = _Session(cls(name, host, int(port), **more), Scenario("node-id", Call(3, 12)))
         try:
-            response = session.step(Call(3, 12, {"topics": []}, until=lambda r: bool(r["brokers"])))
+            response = session.step(Call(3, 12, {"topics": []}, until=lambda r: bool(r["brokers"]),
+                                         to=more.get("admin")))
         finally:
             session.close()
-        return cls(name, host, int(port), int(response["brokers"][0]["node_id"]))
+        me = next((b["node_id"] for b in response["brokers"] if b["port"] == int(port)),
+                  response["brokers"][0]["node_id"])
+        return cls(name, host, int(port), int(me), **more)
 
 
 # ---------------------------------------------------------------------------------------------- building bodies
@@ -122,11 +146,14 @@ def _batch_bytes(batch: Batch, captured: Mapping[str, Any]) -> bytes:
 
 
 def resolve(value: Any, names: Mapping[str, str], captured: Mapping[str, Any]) -> Any:
-    """Placeholders, :class:`Ref` s and :class:`Batch` es replaced by what they stand for on this broker."""
+    """Placeholders, :class:`Ref` s, :class:`Derived` values and :class:`Batch` es replaced by what they stand for on
+    this broker."""
     if isinstance(value, str):
         return value.format_map(names) if "{" in value else value
     if isinstance(value, Ref):
         return captured[value.name]
+    if isinstance(value, Derived):
+        return value.compute(captured[value.name])
     if isinstance(value, Batch):
         return _batch_bytes(value, captured)
     if isinstance(value, Mapping):
@@ -209,18 +236,35 @@ class _Session:
         self.target = target
         self.names = _names(scenario, target)
         self.captured: dict[str, Any] = {}
-        self.conn: BlockingConnection | None = None
+        self.conns: dict[int | str | None, BlockingConnection] = {}
 
-    def connection(self) -> BlockingConnection:
-        if self.conn is None:
-            self.conn = BlockingConnection(self.target.host, self.target.port, "differential",
-                                           timeout=REQUEST_TIMEOUT_S)
-        return self.conn
+    def connection(self, to: int | str | None = None) -> BlockingConnection:
+        if to == "controller":
+            to = self._controller()
+        elif to == "not-controller":
+            controller = self._controller()
+            to = min(node for node in self.target.peers if node != controller)
+        conn = self.conns.get(to)
+        if conn is None:
+            host, port = (self.target.peers[to] if isinstance(to, int) else
+                          f"{self.target.host}:{self.target.port}").rsplit(":", 1)
+            conn = self.conns[to] = BlockingConnection(host, int(port), "differential", timeout=REQUEST_TIMEOUT_S)
+            if isinstance(to, str):  # a login: its handshake and token, on this connection before anything else
+                for call in self.target.logins[to]:
+                    response = self.send(Call(call.api_key, call.version, call.body, to=to))
+                    if isinstance(response, Closed) or response["error_code"] != 0:
+                        raise AssertionError(f"{self.target.name}: login as {to} failed: {response}")
+        return conn
 
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
+    def _controller(self) -> int:
+        response = self.step(Call(3, 12, {"topics": []}, until=lambda r: r["controller_id"] >= 0))
+        return int(response["controller_id"])
+
+    def close(self, to: int | str | None = None, *, everything: bool = True) -> None:
+        for key in list(self.conns) if everything else [to]:
+            conn = self.conns.pop(key, None)
+            if conn is not None:
+                conn.close()
 
     def send(self, call: Call, raw: bytes | None = None) -> Any:
         """The plain response, or :class:`Closed` when the broker hangs up (the connection is then reopened)."""
@@ -244,15 +288,21 @@ class _Session:
     def _exchange(self, call: Call, body: Any, flexible_request: bool, flexible_response: bool,
                   decode: Callable[[memoryview, int], Any]) -> Any:
         try:
-            frame, offset = self.connection().request(call.api_key, call.version, body,
-                                                      flexible_request=flexible_request,
-                                                      flexible_response=flexible_response)
+            frame, offset = self.connection(call.to).request(call.api_key, call.version, body,
+                                                             flexible_request=flexible_request,
+                                                             flexible_response=flexible_response)
         except (ConnectionError, OSError):
             self.close()
             return Closed()
         return plain(decode(frame, offset))
 
-    def step(self, call: Call) -> Any:
+    def step(self, call: Call | Act) -> Any:
+        if isinstance(call, Act):
+            if self.target.actor is None:
+                raise AssertionError(f"{self.target.name}: {call} needs a cluster")
+            self.target.actor.act(call)
+            self.close(call.broker, everything=False)
+            return None
         deadline = time.monotonic() + SETUP_DEADLINE_S
         while True:
             response = self.send(call)
@@ -270,17 +320,30 @@ class _Session:
         return response
 
 
-def _create(topic: Topic) -> list[Call]:
+def _whole(topic: Topic, partitions: list[dict[str, Any]]) -> bool:
+    if not topic.replicas:
+        return len(partitions) == topic.partitions and all(p["leader_id"] >= 0 for p in partitions)
+    return len(partitions) == len(topic.replicas) and all(
+        p["leader_id"] >= 0 and sorted(p["isr_nodes"]) == sorted(topic.replicas[p["partition_index"]])
+        for p in partitions)
+
+
+def _create(topic: Topic, target: Target) -> list[Call]:
+    """CreateTopics, then Metadata until the topic is whole: on every broker of a cluster (so a follower knows it is
+    one), its ISR full when the replicas were given."""
     name = "{topic}" + topic.suffix
-    create = Call(19, 5, {"topics": [{
-        "name": name, "num_partitions": topic.partitions, "replication_factor": 1,
-        "configs": [{"name": k, "value": v} for k, v in topic.configs.items()]}], "timeout": 30000},
-        until=lambda r: r["topics"][0]["error_code"] in (0, 36))
-    ready = Call(3, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False},
-                 until=lambda r: r["topics"][0]["error_code"] == 0
-                 and len(r["topics"][0]["partitions"]) == topic.partitions
-                 and all(p["leader_id"] >= 0 for p in r["topics"][0]["partitions"]))
-    return [create, ready]
+    shape: dict[str, Any] = {"num_partitions": topic.partitions, "replication_factor": 1}
+    if topic.replicas:
+        shape = {"num_partitions": -1, "replication_factor": -1, "assignments": [
+            {"partition_index": i, "broker_ids": list(r)} for i, r in enumerate(topic.replicas)]}
+    create = Call(19, 5, {"topics": [{"name": name, **shape, "configs": [
+        {"name": k, "value": v} for k, v in topic.configs.items()]}], "timeout": 30000},
+        until=lambda r: r["topics"][0]["error_code"] in (0, 36),
+        to="controller" if target.peers else target.admin)  # a ZooKeeper-mode Kafka elsewhere: NOT_CONTROLLER
+    ready = [Call(3, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False},
+                  until=lambda r: r["topics"][0]["error_code"] == 0 and _whole(topic, r["topics"][0]["partitions"]),
+                  to=to) for to in (sorted(target.peers) or [target.admin])]
+    return [create, *ready]
 
 
 def _keep_own(response: Any, path: str, names: set[str]) -> None:
@@ -294,7 +357,7 @@ def run_scenario(target: Target, scenario: Scenario) -> Any:
     session = _Session(target, scenario)
     try:
         for topic in scenario.topics:
-            for call in _create(topic):
+            for call in _create(topic, target):
                 session.step(call)
         for call in scenario.setup:
             session.step(call)
@@ -304,4 +367,24 @@ def run_scenario(target: Target, scenario: Scenario) -> Any:
         return response
     finally:
         session.close()
+        if target.actor is not None and target.actor.restore():
+            settle(target)
+        if target.teardown:
+            _steps(target, target.teardown)
+
+
+def _steps(target: Target, calls: tuple[Call, ...]) -> None:
+    session = _Session(target, Scenario("steps", Call(3, 12)))
+    try:
+        for call in calls:
+            session.step(call)
+    finally:
+        session.close()
+
+
+def settle(target: Target) -> None:
+    """Until every broker of the cluster lists every broker (a restarted one has rejoined, and each has heard)."""
+    count = len(target.peers)
+    _steps(target, tuple(Call(3, 12, {"topics": []}, until=lambda r: len(r["brokers"]) == count, to=node)
+                         for node in sorted(target.peers)))
 

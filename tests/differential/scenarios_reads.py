@@ -39,6 +39,11 @@ def _s(name: str, request: Call, topic: bool = True) -> Scenario:
 
 
 SCENARIOS = [
+    Scenario("fetch.v13.unknown-topic-id", Call(1, 13, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "topics": [{"topic_id": "00000000-0000-0000-0000-00000000abcd", "partitions": [{
+            "partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
+            "log_start_offset": -1, "last_fetched_epoch": -1}]}], "forgotten_topics_data": [], "rack_id": ""})),
     *(_s(f"fetch.v{v}.from-start", _fetch(v)) for v in range(4, 13)),
     *(_s(f"fetch.v{v}.from-middle", _fetch(v, 1)) for v in (4, 11, 12)),
     *(_s(f"fetch.v{v}.at-end", _fetch(v, 3)) for v in (4, 12)),

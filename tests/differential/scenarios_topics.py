@@ -40,9 +40,9 @@ def _alter(version: int, configs: dict[str, str], *, validate_only: bool = False
 
 
 def _incremental(version: int, ops: list[tuple[str, int, Any]], *, rtype: int = _TOPIC,
-                 name: str = "{topic}") -> Call:
+                 name: str = "{topic}", validate_only: bool = False) -> Call:
     return Call(44, version, {"resources": [{"resource_type": rtype, "resource_name": name, "configs": [
-        {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}], "validate_only": False})
+        {"name": k, "config_operation": op, "value": v} for k, op, v in ops]}], "validate_only": validate_only})
 
 
 _T = (Topic(),)
@@ -107,5 +107,5 @@ SCENARIOS = [
     Scenario("incremental-alter-configs.v1.invalid-operation", _incremental(1, [("retention.ms", 7, "5")]),
              topics=_T),
     Scenario("incremental-alter-configs.v1.broker-min-isr",
-             _incremental(1, [("min.insync.replicas", _SET, "1")], rtype=_BROKER, name="")),
+             _incremental(1, [("min.insync.replicas", _SET, "1")], rtype=_BROKER, name="", validate_only=True)),
 ]

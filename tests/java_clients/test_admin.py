@@ -99,12 +99,7 @@ EXPECTED_ERRORS = {
 }
 """The operations that must fail, with the exception Kafka's client raises; every other one must succeed."""
 
-_KIP_226 = "odradek has no dynamic broker configs (KIP-226): it refuses IncrementalAlterConfigs on a broker"
 KNOWN_DIFFERENCES: dict[str, str] = {
-    "describe-configs-broker-read-only": f"{_KIP_226}, so it reports every broker config read-only",
-    "describe-configs-broker-log-retention": "odradek lists log.retention.ms alone, with the value in "
-    "force; Kafka lists log.retention.hours (168) and leaves log.retention.minutes and log.retention.ms unset (null)",
-    "incremental-alter-configs-broker": _KIP_226,
     "describe-features": "odradek supports and finalizes group.version (level 1) so that 4.x clients run KIP-848 "
     "consumer groups on it; a ZooKeeper-mode Kafka 3.9 reports no features",
 }
@@ -118,7 +113,7 @@ def _op(runs: ProgramRuns, client: str, bootstrap: str, op: str) -> dict[str, An
     return next(line for line in lines if line["op"] == op)
 
 
-REFUSED_BY_ODRADEK = {"incremental-alter-configs-broker"}
+REFUSED_BY_ODRADEK: set[str] = set()
 """Operations of KNOWN_DIFFERENCES that fail on odradek where Kafka succeeds (the others differ in what they show)."""
 
 

@@ -472,3 +472,44 @@ def test_a_checkpoint_file_whose_content_did_not_change_is_not_written_again(tmp
         assert checkpoint.read_offsets(tmp_path / HIGH_WATERMARK_FILE) == {("orders", 0): 3}
     finally:
         manager.close()
+
+
+def test_a_flush_ms_fsync_runs_on_the_flusher_thread_and_the_tick_does_not_wait_for_it(tmp_path, clock, monkeypatch):
+    """The tick (on the broker's event loop) hands flush.ms fsyncs to the flusher thread: with the segment's fsync
+    hanging (a disk that does not answer), the tick returns, and the recovery point moves once the disk answers."""
+    manager = LogManager(tmp_path, clock)
+    manager.load()
+    try:
+        plog = manager.get_or_create("slow", 0, {"flush.ms": "1000"})
+        manager.tick(clock.now_ms())  # the new directory synced, the log's first flush done
+        manager.wait_for_cleaner(60)
+        for _ in range(3):
+            buf, headers = batch(1)
+            plog.append_as_leader(buf, headers, 0, T0)
+        segment_inode = os.stat(plog.segments[-1].log_path).st_ino
+        started, answers, done = threading.Event(), threading.Event(), threading.Event()
+        threads: list[str] = []
+        plain_fsync = durability.fsync
+
+        def slow_fsync(fd: int) -> None:
+            if os.fstat(fd).st_ino == segment_inode and not done.is_set():
+                threads.append(threading.current_thread().name)
+                started.set()
+                answers.wait(30)  # bounded: with the fsync on the ticking thread the test fails, not hangs
+                plain_fsync(fd)
+                done.set()
+                return
+            plain_fsync(fd)
+
+        monkeypatch.setattr(durability, "fsync", slow_fsync)
+        clock.advance(1001)
+        manager.tick(clock.now_ms())
+        assert started.wait(60), "the flush.ms fsync began"
+        assert not done.is_set(), "the tick returned while the fsync still waited for the disk"
+        assert plog.recovery_point == 0
+        answers.set()
+        manager.wait_for_cleaner(60)
+        assert done.is_set() and plog.recovery_point == 3
+        assert threads == [threads[0]] and threads[0].startswith("odradek-log-flusher")
+    finally:
+        manager.close()

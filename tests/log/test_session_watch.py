@@ -24,6 +24,8 @@ from odradek.broker.fetch_sessions import (
     CachedPartition,
     FetchSession,
     FetchSessionCache,
+    ParkedFollowerFetches,
+    stop_watching,
 )
 from odradek.broker.replica import Partition
 from odradek.broker.topic_config import LogConfig
@@ -132,3 +134,28 @@ async def test_a_follower_idle_on_a_partition_stays_caught_up_through_its_sessio
     await answered(writer, 1)
     assert part.isr == [1, 2]
 
+
+
+async def test_an_append_answers_the_parked_fetch_of_a_follower_whose_session_does_not_watch_the_partition(
+        open_log, clock):
+    """Follower 2's session watches the partition, follower 3's does not (its fetch was parked before the partition
+    reached its fetcher): the append answers 3's parked fetch and leaves 2's to its watch."""
+    part, _ = leader(open_log, clock, [1, 2, 3])
+    parked = ParkedFollowerFetches()
+    part.parked = parked
+    watching_session, _entry = watching(part, clock, 2)
+    unaware = parked.park(3, asyncio.get_running_loop().create_future())
+    aware = parked.park(2, watching_session.waiter)
+    append(part, 1)
+    assert unaware.answer_now and unaware.woken.done()
+    assert not aware.answer_now, "a follower watching the partition is woken through its session, not answered"
+    assert watching_session.waiter.done()
+    parked.unpark(3, unaware)
+    later = parked.park(3, asyncio.get_running_loop().create_future())
+    entry = CachedPartition(part.index, part.log.log_end_offset, -1, 1 << 20, part.leader_epoch)
+    part.watch(entry, FetchSession(1, 3, False, 0, 0))
+    append(part, 1)
+    assert not later.answer_now, "once follower 3 watches the partition, an append no longer answers its fetch"
+    stop_watching(entry)
+    append(part, 1)
+    assert later.answer_now, "and it is answered again when it stops watching"

@@ -1,5 +1,6 @@
 """Apache Kafka itself beside odradek: its jars from Maven Central (:mod:`.jars`), its brokers on loopback
-(:mod:`.cluster`), its command-line tools and small Java programs compiled at test time (:mod:`.jvm`).
+(:mod:`.cluster`), its command-line tools and small Java programs compiled at test time (:mod:`.jvm`), Kafka Connect
+workers and MirrorMaker 2 (:mod:`.connect`).
 
 This package sits at the top of the layers, beside ``testing.py``: of odradek it imports only the throwaway ZooKeeper
 (``odradek.coordination.localzk``), which 3.x brokers run on. ``python -m odradek.apache_kafka`` fetches the jars

@@ -21,13 +21,13 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from odradek.apache_kafka import jvm
 from odradek.coordination.localzk import LocalZooKeeper
 
-__all__ = ["KafkaBroker", "KafkaCluster", "free_port"]
+__all__ = ["KafkaBroker", "KafkaCluster", "free_port", "kill_process", "stop_process"]
 
 _STARTED_LINES = ("started (kafka.server.KafkaServer)", "Kafka Server started (kafka.server.KafkaRaftServer)")
 
@@ -37,6 +37,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float) -> None:
+    """SIGTERM a JVM this module started (its shutdown hooks run), then SIGKILL if it outlives ``grace_s``."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            kill_process(proc)
+
+
+def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL (``kill -9``) a JVM this module started, and reap it."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
 
 
 def _accepts(port: int) -> bool:
@@ -118,29 +135,18 @@ class KafkaBroker:
 
     def stop(self, grace_s: float = 60.0) -> None:
         """SIGTERM (a controlled shutdown in ZooKeeper mode), then SIGKILL if it outlives ``grace_s``."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
+        stop_process(self.proc, grace_s)
         self.proc = None
 
     def kill(self) -> None:
         """SIGKILL: a crash, no controlled shutdown, the log left unflushed as it was."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
+        kill_process(self.proc)
         self.proc = None
 
 
 class KafkaCluster:
-    """``brokers`` Apache Kafka ``version`` brokers under ``base_dir``; a context manager (``with ... .start()``)."""
+    """``brokers`` Apache Kafka ``version`` brokers under ``base_dir``; a context manager (``with ... .start()``).
+    ``racks``, one per broker in id order, sets each one's ``broker.rack``."""
 
     def __init__(
         self,
@@ -150,12 +156,16 @@ class KafkaCluster:
         brokers: int = 1,
         zookeeper: str | None = None,
         overrides: Mapping[str, object] | None = None,
+        racks: Sequence[str] | None = None,
         heap_mb: int = 512,
         quick_start: bool = True,
         start_deadline_s: float = 180.0,
     ) -> None:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if racks and len(racks) != brokers:
+            raise ValueError(f"give one rack per broker ({brokers}), not {len(racks)}")
+        self.racks = list(racks or [])
         self.base_dir = Path(base_dir)
         self.version = version
         self.kraft = _kraft(version)
@@ -216,6 +226,8 @@ class KafkaCluster:
                 "zookeeper.connect": self.zookeeper_connect,
                 "zookeeper.connection.timeout.ms": 18000,
             }
+        if self.racks:
+            config["broker.rack"] = self.racks[self.brokers.index(broker)]
         return config | self.overrides
 
     def _format(self, broker: KafkaBroker) -> None:

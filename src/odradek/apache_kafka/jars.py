@@ -25,7 +25,8 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["BUNDLES", "artifacts", "cache_root", "ensure", "ensure_bundle"]
+__all__ = ["BUNDLES", "CONNECT", "STREAMS_VERSION", "artifacts", "cache_root", "connect_artifacts", "ensure",
+           "ensure_bundle", "streams"]
 
 Artifact = tuple[str, str, str]
 """(group, artifact, version), as a Maven dependency names it."""
@@ -82,7 +83,40 @@ def ensure(version: str, *, timeout_s: float = 900.0) -> Path:
     return _fill(cache_root() / version, version, artifacts(version), timeout_s)
 
 
-BUNDLES: dict[str, Callable[[], list[Artifact]]] = {}
+STREAMS_VERSION = "4.4.0"
+"""The Kafka Streams release the tests' Streams application runs on (the 4.x that odradek is compared with)."""
+
+
+def streams() -> list[Artifact]:
+    """Kafka Streams, with Kafka's tools for ``kafka-streams-application-reset`` (``StreamsResetter``) beside it, and
+    the same log4j 2 backend as Kafka 4.x's own jars (see :func:`artifacts` for why the slf4j 1.x bridge)."""
+    return [
+        ("org.apache.kafka", "kafka-streams", STREAMS_VERSION),
+        ("org.apache.kafka", "kafka-tools", STREAMS_VERSION),
+        ("org.apache.logging.log4j", "log4j-core", _LOG4J2),
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", _LOG4J2),
+    ]
+
+
+CONNECT = "4.3.1"
+"""The newest Kafka Connect whose three artifacts all resolve from Maven Central: connect-runtime 4.4.0 does, but
+connect-file and connect-mirror 4.4.0 do not."""
+
+
+def connect_artifacts(version: str = CONNECT) -> list[Artifact]:
+    """Kafka Connect's distributed worker (``connect-runtime``), the FileStream connectors (``connect-file``) and
+    MirrorMaker 2 (``connect-mirror``), with the same log4j 2 backend and slf4j 1.x bridge as :func:`artifacts`
+    gives a 4.x broker (Connect logs through slf4j-api 1.7 as the broker does)."""
+    return [
+        ("org.apache.kafka", "connect-runtime", version),
+        ("org.apache.kafka", "connect-file", version),
+        ("org.apache.kafka", "connect-mirror", version),
+        ("org.apache.logging.log4j", "log4j-core", _LOG4J2),
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", _LOG4J2),
+    ]
+
+
+BUNDLES: dict[str, Callable[[], list[Artifact]]] = {"kafka-streams": streams, "connect": connect_artifacts}
 """Named sets of jars beyond a Kafka version's own (a JVM application and its dependencies), each fetched by
 ``make jars`` as well as on first use."""
 

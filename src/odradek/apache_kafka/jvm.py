@@ -93,13 +93,16 @@ def java_command(
     log: str = "tools",
     classpath: Sequence[Path] = (),
     jvm_options: Sequence[str] = (),
+    lib: Path | None = None,
 ) -> list[str]:
     """``java ... -cp <extra>:<lib>/* main_class args`` for Kafka ``version`` (its jars fetched on first use).
 
     ``quick_start`` limits the JIT to C1: a JVM that lives a few seconds (a tool) starts faster, a long-lived one
-    (a broker under a benchmark) runs slower, so benches pass ``quick_start=False``.
+    (a broker under a benchmark) runs slower, so benches pass ``quick_start=False``. ``lib`` is a bundle's jars
+    (:func:`~odradek.apache_kafka.jars.ensure_bundle`) in place of the version's own; the log configuration is
+    still the version's.
     """
-    lib = jars.ensure(version)
+    lib = lib if lib is not None else jars.ensure(version)
     cp = ":".join([*(str(p) for p in classpath), f"{lib}/*"])
     options = [f"-Xmx{heap_mb}m", "-XX:+UseSerialGC", "-Djava.awt.headless=true", *log_config(version, log)]
     if quick_start:
@@ -126,13 +129,14 @@ def _run(command: list[str], timeout: float, input: str | None, check: bool) -> 
     )
 
 
-def compile_java(version: str, *sources: Path, out_dir: Path) -> Path:
-    """``javac`` the ``sources`` against Kafka ``version``'s jars into ``out_dir`` (returned, for :func:`run_java`)."""
+def compile_java(version: str, *sources: Path, out_dir: Path, lib: Path | None = None) -> Path:
+    """``javac`` the ``sources`` against Kafka ``version``'s jars (or a bundle's ``lib``) into ``out_dir`` (returned,
+    for :func:`run_java`)."""
     javac = shutil.which("javac")
     if javac is None:
         raise RuntimeError("need a JDK with `javac` (Debian package default-jdk-headless); see `make sysdeps`")
     out_dir.mkdir(parents=True, exist_ok=True)
-    lib = jars.ensure(version)
+    lib = lib or jars.ensure(version)
     result = subprocess.run(
         [javac, "-nowarn", "-cp", f"{lib}/*", "-d", str(out_dir), *map(str, sources)],
         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
@@ -150,6 +154,9 @@ def run_java(
     timeout: float = 120.0,
     input: str | None = None,
     check: bool = False,
+    lib: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """A program compiled by :func:`compile_java`, with Kafka ``version``'s jars behind it on the classpath."""
-    return _run(java_command(version, main_class, *args, classpath=[classes_dir]), timeout, input, check)
+    """A program compiled by :func:`compile_java`, with Kafka ``version``'s jars (or a bundle's ``lib``) behind it
+    on the classpath."""
+    command = java_command(version, main_class, *args, classpath=[classes_dir], lib=lib)
+    return _run(command, timeout, input, check)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTER_NAME",
     "ERROR_OF",
+    "REFUSAL_MESSAGE",
     "Operation",
     "ResourceType",
     "allowed",
@@ -41,6 +42,15 @@ ERROR_OF: dict[ResourceType, ErrorCode] = {
     ResourceType.TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
 }
 """Kafka's ``AclEntry.authorizationError``: what a refusal on each resource type is answered with."""
+
+REFUSAL_MESSAGE: dict[ErrorCode, str] = {
+    ErrorCode.topic_authorization_failed: "Topic authorization failed.",
+    ErrorCode.group_authorization_failed: "Group authorization failed.",
+    ErrorCode.cluster_authorization_failed: "Cluster authorization failed.",
+    ErrorCode.transactional_id_authorization_failed: "Transactional Id authorization failed.",
+}
+"""Kafka's ``Errors.message()`` of each refusal: what the APIs that answer ``error.message`` (FindCoordinator,
+DescribeConfigs, DescribeProducers) say, and clients print."""
 
 
 def allowed(ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:

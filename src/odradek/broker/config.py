@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.security.listeners import listener_setting
 from odradek.security.tls import TLS_DEFAULTS
+
+if TYPE_CHECKING:
+    from odradek.broker.topic_config import BrokerLevels
 
 # name -> (type, default)
 BROKER_DEFAULTS: dict[str, tuple[type, Any]] = {
@@ -172,6 +175,16 @@ class BrokerConfig:
     data_dir: str = ".odradek-data"
     values: Mapping[str, Any] = field(default_factory=lambda: {k: v for k, (_t, v) in BROKER_DEFAULTS.items()})
     explicit: frozenset[str] = frozenset()
+    static: dict[str, Any] = field(default_factory=dict)
+    """The values the broker started with; :attr:`values` is them overlaid by the dynamic layers below."""
+    dynamic_broker: dict[str, str] = field(default_factory=dict)
+    """This broker's dynamic configs (``/config/brokers/<id>``), as applied: set by :meth:`apply_dynamic`."""
+    dynamic_default: dict[str, str] = field(default_factory=dict)
+    """The cluster-wide dynamic defaults (``/config/brokers/<default>``), as applied."""
+
+    def __post_init__(self) -> None:
+        if not self.static:
+            self.static.update(self.values)
 
     @classmethod
     def build(
@@ -200,6 +213,36 @@ class BrokerConfig:
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
+    def static_properties(self) -> dict[str, str]:
+        """What server.properties (here: the settings given) sets, as text: Kafka's STATIC_BROKER_CONFIG level."""
+        return {k: _text(v) for k, v in self.static.items() if k in self.explicit and v is not None}
+
+    def layered_properties(self) -> dict[str, str]:
+        """The static settings overlaid by the dynamic defaults, then this broker's dynamic configs, a dynamic
+        name replacing its synonyms (Kafka's DynamicBrokerConfig.updateCurrentConfig)."""
+        from odradek.broker.dynamic_config import overlay
+
+        props = self.static_properties()
+        overlay(props, self.dynamic_default)
+        overlay(props, self.dynamic_broker)
+        return props
+
+    def apply_dynamic(self, dynamic_broker: Mapping[str, str], dynamic_default: Mapping[str, str]) -> None:
+        """Make ``values`` the static ones overlaid by these dynamic layers (values already checked by
+        :func:`odradek.broker.dynamic_config.usable`); names odradek does not implement are only kept in the
+        layers, for DescribeConfigs."""
+        self.dynamic_broker.clear()
+        self.dynamic_broker.update(dynamic_broker)
+        self.dynamic_default.clear()
+        self.dynamic_default.update(dynamic_default)
+        values = dict(self.static)
+        for name, raw in self.layered_properties().items():
+            if name in BROKER_DEFAULTS and (name in self.dynamic_broker or name in self.dynamic_default):
+                values[name] = _parse(name, BROKER_DEFAULTS[name][0], raw)
+        assert isinstance(self.values, dict)
+        self.values.clear()
+        self.values.update(values)
+
     def for_listener(self, listener: str, name: str) -> Any:
         """``name`` as the listener ``listener`` sees it: its ``listener.name.<l>.`` override, else the broker's."""
         return listener_setting(self.values, listener, name)
@@ -226,13 +269,23 @@ class BrokerConfig:
 
     def properties(self) -> dict[str, str]:
         """Every setting as server.properties text (booleans lower-case, unset values left out)."""
-        return {
-            k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.values.items() if v is not None
-        }
+        return {k: _text(v) for k, v in self.values.items() if v is not None}
 
     def topic_defaults(self) -> dict[str, Any]:
-        """The broker-level defaults of topic configs (``log.retention.ms`` for ``retention.ms``, ...), typed."""
+        """The broker-level defaults of topic configs (``log.retention.ms`` for ``retention.ms``, ...), typed: the
+        static settings and the dynamic ones over them."""
         from odradek.broker.topic_config import broker_defaults_from_properties
 
-        props = self.properties()
-        return broker_defaults_from_properties({k: v for k, v in props.items() if k in self.explicit})
+        return broker_defaults_from_properties(self.layered_properties())
+
+    def topic_default_levels(self) -> BrokerLevels:
+        """The topic-config defaults level by level, as DescribeConfigs lists a topic config's synonyms."""
+        from odradek.broker.topic_config import ConfigSource, broker_defaults_from_properties
+
+        return [(ConfigSource.DYNAMIC_BROKER_CONFIG, broker_defaults_from_properties(self.dynamic_broker)),
+                (ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, broker_defaults_from_properties(self.dynamic_default)),
+                (ConfigSource.STATIC_BROKER_CONFIG, broker_defaults_from_properties(self.static_properties()))]
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -356,6 +356,52 @@ class FetchSessionCache:
         self.evictions += 1
 
 
+@dataclass(slots=True, eq=False)
+class ParkedFetch:
+    """One follower fetch waiting at this leader; ``answer_now`` says it must answer instead of parking again."""
+
+    woken: asyncio.Future[None]
+    answer_now: bool = False
+
+
+class ParkedFollowerFetches:
+    """The followers' fetches parked at this leader, by follower id.
+
+    A follower has one fetch in flight per leader, and that fetch names only the partitions its fetcher had when it
+    sent it (or, in a session, the ones the session already holds). A partition the follower starts replicating
+    while its fetch is parked (a new topic, a new leader) is asked for only in its next fetch, so an append to it
+    would wait out ``replica.fetch.wait.max.ms`` before any follower saw it, and an acks=all produce with it. The
+    leader's partition therefore answers, on an append, the parked fetches of every follower not yet watching it
+    (:meth:`answer`): the follower's next fetch names the partition and reads the append at once.
+    """
+
+    def __init__(self) -> None:
+        self._by_replica: dict[int, list[ParkedFetch]] = {}
+
+    def park(self, replica_id: int, woken: asyncio.Future[None]) -> ParkedFetch:
+        parked = ParkedFetch(woken)
+        self._by_replica.setdefault(replica_id, []).append(parked)
+        return parked
+
+    def unpark(self, replica_id: int, parked: ParkedFetch) -> None:
+        waiting = self._by_replica.get(replica_id)
+        if waiting is not None:
+            waiting.remove(parked)
+            if not waiting:
+                del self._by_replica[replica_id]
+
+    def waiting(self, replica_id: int) -> bool:
+        """Whether a fetch of this follower is parked here now."""
+        return replica_id in self._by_replica
+
+    def answer(self, replica_id: int) -> None:
+        """Make the follower's parked fetches answer now (with whatever they hold, possibly nothing)."""
+        for parked in self._by_replica.get(replica_id, ()):
+            parked.answer_now = True
+            if not parked.woken.done():
+                parked.woken.set_result(None)
+
+
 def stop_watching(entry: CachedPartition) -> None:
     """The entry no longer hears of the replica it watched (it left its session, or watches another replica)."""
     if entry.watched is not None:

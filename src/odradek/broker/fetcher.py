@@ -312,21 +312,22 @@ class ReplicaFetcher:
         records = p.records
         if records:
             try:
-                headers = [h for _pos, h in iter_batches(records)]
+                batches = list(iter_batches(records))
             except CorruptBatchError as exc:
                 log.warning("corrupt batch from leader %d for %s-%d: %s", self.leader_id, topic,
                             p.partition_index, exc)
                 return
+            headers = [h for _pos, h in batches]
             if headers and headers[0].base_offset != plog.log_end_offset:
-                # the leader answered from the batch holding our offset; skip what we already have
-                headers_and_pos = [(pos, h) for pos, h in iter_batches(records) if h.base_offset >= plog.log_end_offset]
-                if not headers_and_pos:
+                # the leader answered from the batch holding our offset; skip what we already have (a view, not a
+                # copy: the log writes the bytes as they are)
+                batches = [(pos, h) for pos, h in batches if h.base_offset >= plog.log_end_offset]
+                if not batches:
                     return
-                start = headers_and_pos[0][0]
-                records = records[start:]
-                headers = [h for _pos, h in headers_and_pos]
+                records = memoryview(records)[batches[0][0]:]
+                headers = [h for _pos, h in batches]
             try:
-                plog.append_as_follower(bytearray(records), headers)
+                plog.append_as_follower(records, headers)
             except KafkaError as exc:
                 log.warning("follower append to %s-%d failed: %s", topic, p.partition_index, exc)
                 self._truncate_later(key, st)

@@ -34,6 +34,7 @@ from odradek.broker.fetch_sessions import (
     REPLICA,
     CachedPartition,
     FetchSession,
+    ParkedFollowerFetches,
     stop_watching,
 )
 from odradek.broker.log import AppendResult, PartitionLog
@@ -87,6 +88,11 @@ class Partition:
         self._hw_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._watchers: dict[CachedPartition, FetchSession] = {}
         """Fetch sessions' entries for this partition, told of every event (see :meth:`watch`)."""
+        self._watching_followers: dict[int, int] = {}
+        """How many of ``_watchers`` belong to each follower's session: a follower absent here has not yet fetched
+        this partition in a session, and its parked fetch must answer on an append (see :attr:`parked`)."""
+        self.parked: ParkedFollowerFetches | None = None
+        """The broker's parked follower fetches (set by the replica manager)."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -302,12 +308,20 @@ class Partition:
         if entry.watched is not self:
             stop_watching(entry)
         entry.watched = self
+        if session.replica_id >= 0 and entry not in self._watchers:
+            self._watching_followers[session.replica_id] = self._watching_followers.get(session.replica_id, 0) + 1
         self._watchers[entry] = session
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
 
     def unwatch(self, entry: CachedPartition) -> None:
-        self._watchers.pop(entry, None)
+        session = self._watchers.pop(entry, None)
+        if session is not None and session.replica_id >= 0:
+            left = self._watching_followers[session.replica_id] - 1
+            if left:
+                self._watching_followers[session.replica_id] = left
+            else:
+                del self._watching_followers[session.replica_id]
 
     def replace_log(self, plog: PartitionLog) -> None:
         """The replica moved to another log directory: serve from the reopened log from now on."""
@@ -379,12 +393,21 @@ class Partition:
 
     def notify_follower_data(self) -> None:
         """Followers' fetch waiters (replica fetches read to the log end) wake on every append, before the high
-        watermark is recomputed, so a follower outside the ISR is woken even when the append moves the HW."""
+        watermark is recomputed, so a follower outside the ISR is woken even when the append moves the HW.
+        A follower whose session does not watch this partition yet (it joined the follower's fetcher while that
+        fetch was parked, or the fetch found it not led here yet) has its parked fetch answered, so its next fetch
+        names the partition: waiting out ``replica.fetch.wait.max.ms`` instead would hold a new partition's first
+        acks=all produce that long."""
         self._tell_watchers(APPEND)
         for fut in self._data_waiters:
             if not fut.done():
                 fut.set_result(None)
         self._data_waiters.clear()
+        parked = self.parked
+        if parked is not None and len(self._watching_followers) < len(self.replicas) - 1:
+            for replica in self.replicas:
+                if replica != self.broker_id and replica not in self._watching_followers:
+                    parked.answer(replica)
 
     def add_data_waiter(self, fut: asyncio.Future[None]) -> None:
         self._data_waiters.add(fut)

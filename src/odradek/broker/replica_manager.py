@@ -10,17 +10,20 @@ Others learn about leadership through :class:`LeadershipListener` (the group coo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from odradek.broker.faults import FaultState
+from odradek.broker.fetch_sessions import ParkedFollowerFetches
 from odradek.broker.fetcher import FetcherDeps, FetcherManager, FetchSettings
 from odradek.broker.log import LogManager
 from odradek.broker.log.partition_log import ORIGIN_COORDINATOR, PartitionLog
 from odradek.broker.metadata import MetadataCache
 from odradek.broker.replica import IsrWriter, Partition
+from odradek.broker.replication_quota import ReplicationQuota
 from odradek.broker.stats import BrokerStats
+from odradek.broker.topic_config import ConfigValue
 from odradek.clock import Clock
 from odradek.errors import ErrorCode, KafkaError, RecordValidationError
 from odradek.placement.model import TopicPartition
@@ -68,6 +71,10 @@ class ReplicaManager:
         self.listeners: list[LeadershipListener] = []
         self.stats = BrokerStats()
         """Messages and bytes appended as leader, per topic (the broker shares this with its metrics)."""
+        self.parked_fetches = ParkedFollowerFetches()
+        """Followers' fetches parked here, which an append to a partition they do not watch yet answers."""
+        self.leader_quota = ReplicationQuota(broker_id)
+        """The replication throttle followers' fetches get (a reassignment's ``--throttle``)."""
 
     def attach_logs(self, logs: LogManager) -> None:
         self.logs = logs
@@ -108,20 +115,23 @@ class ReplicaManager:
         part.check_leader(leader_epoch)
         return part
 
-    def append_records(self, topic: str, index: int, records: bytes | bytearray | memoryview) -> tuple[Any, Partition]:
-        """Validate and append a Produce request's record set as leader; the caller decides how long to wait."""
-        part = self.leader_partition(topic, index)
+    def append_records(self, part: Partition, records: bytes | bytearray | memoryview) -> Any:
+        """Validate and append a Produce request's record set to ``part``, which the caller found as this broker's
+        leader (:meth:`leader_partition`); the caller decides how long to wait. The batch size is checked against
+        ``max.message.bytes`` by the log's append."""
+        # the one copy: the log stamps offsets and the leader epoch into the batch before writing it
         buf = records if isinstance(records, bytearray) else bytearray(records)
-        max_bytes = part.log.config.max_message_bytes
         headers = validate_produce(buf)
-        for h in headers:
-            if h.size > max_bytes:
-                raise KafkaError(ErrorCode.message_too_large, f"batch of {h.size} bytes exceeds max.message.bytes")
         if "compact" in part.log.config.cleanup_policy:
-            _require_keys(buf, f"{topic}-{index}")
+            # Kafka refuses an oversized batch before its validator reads the records: checked here first, as
+            # the keys are read before the append
+            max_bytes = part.log.config.max_message_bytes
+            if any(h.size > max_bytes for h in headers):
+                raise KafkaError(ErrorCode.message_too_large, f"batch exceeds max.message.bytes {max_bytes}")
+            _require_keys(buf, part.name)
         appended = part.append_as_leader(buf, headers, self.clock.now_ms())
-        self.stats.appended(topic, sum(h.records_count for h in headers), len(buf))
-        return appended, part
+        self.stats.appended(part.topic, sum(h.records_count for h in headers), len(buf))
+        return appended
 
     # --- applying the controller's decisions -----------------------------------------------------------------
 
@@ -170,6 +180,7 @@ class ReplicaManager:
             part = Partition(topic, index, plog, self.broker_id, self.clock)
             self.partitions[TopicPartition(topic, index)] = part
         part.isr_writer = self.isr_writer
+        part.parked = self.parked_fetches
         return part
 
     def _drop(self, topic: str, index: int, delete: bool) -> None:
@@ -184,8 +195,20 @@ class ReplicaManager:
 
     def apply_topic_config(self, topic: str, configs: dict[str, str]) -> None:
         self._log_manager().update_config(topic, configs)
+        self.leader_quota.set_topic(topic, configs)
+        self._refresh_min_isr(topic)
+
+    def apply_topic_defaults(self, defaults: Mapping[str, ConfigValue]) -> None:
+        """The broker's topic-config defaults changed (a dynamic broker config): logs and min.insync.replicas of
+        every topic without its own override follow. Before the logs are attached there is nothing to change."""
+        if self.logs is None:
+            return
+        self.logs.update_defaults(defaults)
+        self._refresh_min_isr(None)
+
+    def _refresh_min_isr(self, topic: str | None) -> None:
         for (t, _i), part in self.partitions.items():
-            if t == topic:
+            if topic is None or t == topic:
                 part.min_isr = max(1, min(int(part.log.config.min_insync_replicas), len(part.replicas) or 1))
 
     # --- background work and shutdown ------------------------------------------------------------------------

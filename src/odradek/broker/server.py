@@ -38,6 +38,7 @@ from odradek.broker.group import GroupConfig, GroupCoordinator
 from odradek.broker.group.config import OFFSETS_TOPIC
 from odradek.broker.limits import ConnectionQuotas, LimitSettings, idle_expired
 from odradek.broker.link.acl_watch import AclWatch
+from odradek.broker.link.broker_configs import BrokerConfigService
 from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.config_watch import ConfigWatch
 from odradek.broker.link.controlled_shutdown import shut_down_controlled
@@ -52,6 +53,7 @@ from odradek.broker.producer_ids import ProducerIdManager
 from odradek.broker.quotas import ClientQuotas
 from odradek.broker.replica import Partition
 from odradek.broker.replica_manager import OffsetsTopicLog, ReplicaManager
+from odradek.broker.replication_quota import LEADER_RATE
 from odradek.broker.services import Services
 from odradek.broker.stats import BrokerStats
 from odradek.broker.txn.config import TxnConfig
@@ -161,6 +163,9 @@ class Broker:
             self.clock,
         )
         self.config_watch.entity_listeners.append(self.client_quotas.entity_changed)
+        self.broker_configs = BrokerConfigService(self.membership, config)
+        self.broker_configs.listeners.append(self._dynamic_config_changed)
+        self.config_watch.entity_listeners.append(self.broker_configs.entity_changed)
         self.transport = TcpTransport(client_id=f"broker-{self.broker_id}", gate=self.faults.resumed,
                                       security=self.outgoing)
         controller_props = config.properties()
@@ -176,6 +181,7 @@ class Broker:
             replicas=self.replicas, topics=self.topics, groups=self.groups, transactions=self.transactions,
             producer_ids=producer_ids,
             controller=self.controller, controller_requests=self.controller_requests, quotas=self.client_quotas,
+            broker_configs=self.broker_configs,
             apis=load_apis(), stats=self.replicas.stats, authorizer=self.authorizer,
             fetch_sessions=self.fetch_sessions,
         )
@@ -183,6 +189,7 @@ class Broker:
         self.http: ObserveServer | None = None
         self._servers: list[asyncio.Server | TlsServer] = []
         self._bound_ports: dict[str, int] = {}
+        self._http_port = -1
         self._tick_task: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
@@ -215,6 +222,43 @@ class Broker:
             self.stats.isr_changed(before, len(new_isr))
         return version
 
+    def _dynamic_config_changed(self) -> None:
+        """A dynamic broker config was applied to :attr:`config`: the parts that read it at start follow."""
+        self.replicas.apply_topic_defaults(self.config.topic_defaults())
+        rate = self.config.dynamic_broker.get(LEADER_RATE, self.config.dynamic_default.get(LEADER_RATE))
+        try:
+            self.replicas.leader_quota.set_rate(rate)
+        except ValueError:
+            log.error("broker %d: %s=%s is no number; replication is not throttled", self.broker_id, LEADER_RATE, rate)
+            self.replicas.leader_quota.set_rate(None)
+        if self._bound_ports:
+            self._readvertise()
+
+    def _readvertise(self) -> None:
+        """A dynamic ``advertised.listeners``: the new endpoints (a port of 0: the listener's own) are registered in
+        place, as Kafka's DynamicListenerConfig re-registers the broker; listeners themselves stay bound as they
+        were, and a value that names a listener the broker does not have is logged and left unapplied."""
+        try:
+            wanted = listener_config(self.config.values, self.config.host, self.config.port)
+        except ValueError as exc:
+            log.error("broker %d: advertised.listeners not applied: %s", self.broker_id, exc)
+            return
+        advertised: dict[str, tuple[str, int]] = {}
+        for listener in wanted.advertised:
+            if listener.name not in self._bound_ports:
+                log.error("broker %d: advertised.listeners not applied: no listener %s", self.broker_id, listener.name)
+                return
+            advertised[listener.name] = (advertised_host(listener), listener.port or self._bound_ports[listener.name])
+        if advertised == self.advertised:
+            return
+        self.advertised = advertised
+        self.host, self.port = next(iter(advertised.values()))
+        spawn(self._reregister(), f"broker-{self.broker_id}-readvertise")
+
+    async def _reregister(self) -> None:
+        await self.membership.update_registration(self._registration())
+        self.controller.registration_changed()
+
     def _drop_offsets_of(self, topic: str) -> None:
         # Kafka's coordinators drop a deleted topic's committed offsets (tombstones in __consumer_offsets)
         spawn(self.groups.remove_offsets_for_topics([topic]), f"drop-offsets-{topic}")
@@ -234,6 +278,7 @@ class Broker:
             self.http = ObserveServer(self, make_registry(self, self.services.apis))
             http_port = self.metrics_port = await self.http.start(self.config.host, self.metrics_port)
         self.metadata.cluster_id = await self.membership.connect()
+        await self.broker_configs.load()  # before the logs open: they open with the dynamic log defaults
         overrides = await zn.read_all_topic_configs(self.membership.current())
         logs = LogManager(
             [Path(d) for d in self.config.log_dirs], self.clock, self.config.topic_defaults(), broker_id=self.broker_id,
@@ -244,16 +289,16 @@ class Broker:
         # session alive meanwhile (a blocked loop misses its pings and the session expires mid start-up).
         await asyncio.to_thread(logs.load, overrides)
         self.replicas.attach_logs(logs)
+        for topic, configs in overrides.items():
+            self.replicas.leader_quota.set_topic(topic, configs)
         loop = asyncio.get_running_loop()
 
         def dir_failed(directory: Path) -> None:  # on whichever thread hit the disk error
             loop.call_soon_threadsafe(self._log_dir_failed, logs, directory)
 
         logs.on_dir_failure.append(dir_failed)
-        await self.membership.register(Registration(
-            self.broker_id, self.host, self.port, self.config.rack, http_port,
-            endpoints=tuple(zn.Endpoint(name, host, port) for name, (host, port) in self.advertised.items()),
-            protocol_map={name: self.listeners.protocol_map[name] for name in self.advertised}))
+        self._http_port = http_port
+        await self.membership.register(self._registration())
         await self.controller.start()
         self._tick_task = asyncio.create_task(self._tick_loop(), name=f"broker-{self.broker_id}-tick")
         self.running = True
@@ -261,6 +306,12 @@ class Broker:
         log.info("broker %d listening on %s (log dirs %s)", self.broker_id,
                  ",".join(f"{name}://{host}:{port}" for name, (host, port) in self.advertised.items()),
                  ",".join(self.config.log_dirs))
+
+    def _registration(self) -> Registration:
+        return Registration(
+            self.broker_id, self.host, self.port, self.config.rack, self._http_port,
+            endpoints=tuple(zn.Endpoint(name, host, port) for name, (host, port) in self.advertised.items()),
+            protocol_map={name: self.listeners.protocol_map[name] for name in self.advertised})
 
     async def _open_listeners(self) -> None:
         """Bind every listener (port 0: each its own free port) and work out what each advertises."""

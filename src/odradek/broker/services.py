@@ -18,6 +18,7 @@ from types import ModuleType
 from odradek.broker.config import BrokerConfig
 from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.group import GroupCoordinator
+from odradek.broker.link.broker_configs import BrokerConfigService
 from odradek.broker.link.client_quotas import ClientQuotaService
 from odradek.broker.link.controller_requests import ControllerRequests
 from odradek.broker.link.topic_admin import TopicAdmin
@@ -44,6 +45,8 @@ class Services:
     controller_requests: ControllerRequests
     quotas: ClientQuotaService
     """Client quotas: their znodes (DescribeClientQuotas, AlterClientQuotas) and their enforcement (Produce, Fetch)."""
+    broker_configs: BrokerConfigService
+    """Dynamic broker configs (KIP-226): their znodes, read and written by the AlterConfigs APIs."""
     apis: Mapping[int, ModuleType]
     """The API registry: every module of :mod:`odradek.broker.apis`, by key (what ApiVersions advertises)."""
     stats: BrokerStats = field(default_factory=BrokerStats)

@@ -9,7 +9,7 @@ supplied each value.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -267,13 +267,22 @@ ConfigHelper lists no DEFAULT_CONFIG synonym for them (its ``dropWhile`` drops t
 config's own source is then DEFAULT_CONFIG with the topic default as value."""
 
 
+BrokerLevels = Sequence[tuple[ConfigSource, Mapping[str, ConfigValue]]]
+"""The broker's topic-config defaults level by level, most specific first: its dynamic configs, the dynamic cluster
+defaults, its static settings (see :meth:`odradek.broker.config.BrokerConfig.topic_default_levels`)."""
+
+
 def describe(
     overrides: Mapping[str, ConfigValue],
-    broker_defaults: Mapping[str, ConfigValue] | None = None,
+    broker_defaults: Mapping[str, ConfigValue] | BrokerLevels | None = None,
     names: Iterable[str] | None = None,
 ) -> list[ConfigEntry]:
-    """Every config (or the named ones) with its value and provenance, synonyms most specific first."""
-    broker_defaults = broker_defaults or {}
+    """Every config (or the named ones) with its value and provenance, synonyms most specific first.
+    ``broker_defaults`` is either the static defaults alone or the levels."""
+    levels: BrokerLevels = (
+        [(ConfigSource.STATIC_BROKER_CONFIG, broker_defaults)] if isinstance(broker_defaults, Mapping)
+        else broker_defaults or []
+    )
     wanted = sorted(CONFIG_DEFS) if names is None else list(names)
     entries: list[ConfigEntry] = []
     for name in wanted:
@@ -283,10 +292,9 @@ def describe(
         synonyms: list[tuple[str, str, ConfigSource]] = []
         if name in overrides:
             synonyms.append((name, d.render(overrides[name]), ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        if name in broker_defaults:
-            synonyms.append(
-                (d.broker_name, d.render(broker_defaults[name]), ConfigSource.STATIC_BROKER_CONFIG)
-            )
+        for level_source, level in levels:
+            if name in level:
+                synonyms.append((d.broker_name, d.render(level[name]), level_source))
         if d.broker_name and d.broker_name not in _NO_SERVER_DEFAULT:
             synonyms.append((d.broker_name, d.render(d.default), ConfigSource.DEFAULT_CONFIG))
         value_text, source = synonyms[0][1:] if synonyms else (d.render(d.default), ConfigSource.DEFAULT_CONFIG)

@@ -61,7 +61,8 @@ def partition_assignment(conn: KafkaConnection, topics: Iterable[str] | None) ->
 
 
 def elect_leaders(conn: KafkaConnection, election_type: int, partitions: Iterable[TP] | None) -> dict[TP, Outcome]:
-    """ElectLeaders; ``None`` elects every partition. Raises on a top-level error (NOT_CONTROLLER, ...)."""
+    """ElectLeaders; ``None`` elects every partition. Raises on a top-level error (CLUSTER_AUTHORIZATION_FAILED,
+    ...); a broker that is no longer the controller refuses each partition with NOT_CONTROLLER instead."""
     version, cls, mod = request_schema(conn, ELECT_LEADERS, 2)
     wanted: dict[str, list[int]] | None = None
     if partitions is not None:

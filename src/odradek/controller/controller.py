@@ -163,6 +163,13 @@ class Controller:
         """Where the partition state machine has every partition (empty when not active)."""
         return self._shared.partition_states.items()
 
+    def registration_changed(self) -> None:
+        """This broker rewrote its ``/brokers/ids/{id}`` in place (new endpoints): when it is the active
+        controller, it re-reads the registrations as on a broker change and sends every broker the new metadata.
+        Kafka's controller watches each registration for this; odradek's watches only the list of brokers."""
+        if self._shared.active:
+            self._post(BrokerChange())
+
     @property
     def active_controller_id(self) -> int | None:
         """Who this broker last saw in ``/controller``."""

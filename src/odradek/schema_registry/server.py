@@ -28,14 +28,15 @@ class SchemaRegistry:
     def __init__(self, bootstrap: str, *, host: str = "127.0.0.1", port: int = 0,
                  client_config: Mapping[str, Any] | None = None, topic: str = TOPIC,
                  max_body_bytes: int = MAX_BODY_BYTES, timeout_s: float = 30.0,
-                 basic_auth: ScramBasicAuth | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
+                 basic_auth: ScramBasicAuth | None = None, ssl_context: ssl.SSLContext | None = None,
+                 replication_factor: int = 3, brokers_wait_s: float = 0.0) -> None:
         self.config = {**(client_config or {}), "bootstrap.servers": bootstrap}
         self.host = host
         self.port = port
         self.topic = topic
         self.max_body_bytes = max_body_bytes
         self.ssl_context = ssl_context  # HTTPS when set
-        self.registry = Registry(self.config, self.url, topic, timeout_s)
+        self.registry = Registry(self.config, self.url, topic, timeout_s, replication_factor, brokers_wait_s)
         self.basic_auth = basic_auth
         self._runner: web.AppRunner | None = None
         self._retry: asyncio.Task[None] | None = None  # reading _schemas again while the authorizer refuses it

@@ -21,11 +21,12 @@ from odradek.schema_registry.store import TOPIC, KafkaStore
 log = logging.getLogger(__name__)
 
 class Registry:
-    def __init__(self, config: Mapping[str, Any], url: str, topic: str = TOPIC, timeout_s: float = 30.0) -> None:
+    def __init__(self, config: Mapping[str, Any], url: str, topic: str = TOPIC, timeout_s: float = 30.0,
+                 replication_factor: int = 3, brokers_wait_s: float = 0.0) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.state = RegistryState()
-        self.store = KafkaStore(config, self.state.apply, topic, timeout_s)
+        self.store = KafkaStore(config, self.state.apply, topic, timeout_s, replication_factor, brokers_wait_s)
         self.election: Election | None = None  # joined once the HTTP server is up: the group knows us by URL
         self._parsed: dict[Content, Parsed] = {}
         self._write_lock = asyncio.Lock()

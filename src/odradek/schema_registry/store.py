@@ -43,14 +43,35 @@ def refusal(exc: KafkaException) -> str | None:
     return str(error.str()) if isinstance(error, KafkaError) and error.code() in REFUSALS else None
 
 
-def create_topic(config: Mapping[str, Any], topic: str, timeout_s: float) -> None:
-    """Create the topic compacted, one partition, replicated up to three times (fewer on a smaller cluster, as
-    Confluent's registry allows); an existing topic is kept as it is. Blocking."""
+def create_topic(config: Mapping[str, Any], topic: str, timeout_s: float, replication_factor: int = 3,
+                 brokers_wait_s: float = 0.0) -> None:
+    """Create the topic compacted, one partition, with ``replication_factor`` replicas; an existing topic is kept as
+    it is. Blocking.
+
+    With fewer live brokers than that, Confluent's registry settles for as many as are live (and warns): a broker
+    that starts a moment before its peers would then make a topic it alone holds, lost with it. So beside brokers
+    (``brokers_wait_s`` > 0) the registry first waits that long for enough brokers to register, and only then
+    settles, with the same warning."""
     admin = AdminClient(dict(config))
-    metadata = admin.list_topics(timeout=timeout_s)
-    if topic in metadata.topics:
-        return
-    replicas = max(1, min(3, len(metadata.brokers)))
+    deadline = time.monotonic() + brokers_wait_s
+    said = False
+    while True:
+        metadata = admin.list_topics(timeout=timeout_s)
+        if topic in metadata.topics:
+            return
+        live = len(metadata.brokers)
+        if live >= replication_factor or time.monotonic() >= deadline:
+            break
+        if not said:
+            log.info("creating %s: %d live broker(s), waiting up to %.0f s for %d", topic, live, brokers_wait_s,
+                     replication_factor)
+            said = True
+        time.sleep(0.5)
+    replicas = max(1, min(replication_factor, live))
+    if replicas < replication_factor:
+        log.warning("creating %s with replication factor %d, less than the desired %d: only %d broker(s) are live; "
+                    "add brokers and raise the topic's replication factor before relying on it", topic, replicas,
+                    replication_factor, live)
     future = admin.create_topics([NewTopic(topic, 1, replicas, config={"cleanup.policy": "compact"})],
                                  operation_timeout=timeout_s, request_timeout=timeout_s)[topic]
     try:
@@ -80,10 +101,12 @@ def high_watermark(consumer: Consumer, topic: str, timeout_s: float) -> int:
 
 class KafkaStore:
     def __init__(self, config: Mapping[str, Any], apply: Apply, topic: str = TOPIC,
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, replication_factor: int = 3, brokers_wait_s: float = 0.0) -> None:
         self.config = dict(config)
         self.topic = topic
         self.timeout_s = timeout_s
+        self.replication_factor = replication_factor  # Confluent's kafkastore.topic.replication.factor
+        self.brokers_wait_s = brokers_wait_s
         self._apply = apply
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = threading.Event()
@@ -98,7 +121,8 @@ class KafkaStore:
         is left running then, so ``start`` can be called again once ACLs allow it)."""
         self._loop = asyncio.get_running_loop()
         try:
-            await asyncio.to_thread(create_topic, self.config, self.topic, self.timeout_s)
+            await asyncio.to_thread(create_topic, self.config, self.topic, self.timeout_s, self.replication_factor,
+                                    self.brokers_wait_s)
         except KafkaException as exc:
             self._raise_if_refused(exc)
             raise

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from tools_support import CONFIGS, TOPICS, Pair
 
+from brokers import wait_for
+
 B = ("--bootstrap-server", "{bootstrap}")
-KIP_226 = ("odradek refuses dynamic broker configs (KIP-226, /config/brokers/<id> and <default>): 'Cannot update "
-           "these configs dynamically' (docs/compatibility.md; the differential corpus closes it)")
 
 
 def test_topic_configs(pair: Pair, topic: str) -> None:
@@ -49,19 +49,21 @@ def _broker_config(pair: Pair, entity: tuple[str, ...], name: str, value: str) -
     the session's, and a cluster default left behind shows in every later topic's description."""
     try:
         pair.same(CONFIGS, *B, *entity, "--alter", "--add-config", f"{name}={value}")
+        # each broker applies it when the change notification reaches it, after the tool has its answer
+        wait_for(lambda: all(f"{name}={value}" in out.stdout
+                             for out in pair.run(CONFIGS, *B, *entity, "--describe").values()),
+                 60, what=f"{name}={value} applied on both brokers")
         yield
     finally:
         pair.run(CONFIGS, *B, *entity, "--alter", "--delete-config", name)
 
 
-@pytest.mark.xfail(strict=True, reason=KIP_226)
 def test_broker_configs_alter_per_broker(pair: Pair) -> None:
     entity = ("--entity-type", "brokers", "--entity-name", "1")
     with _broker_config(pair, entity, "log.cleaner.threads", "2"):
         pair.same(CONFIGS, *B, *entity, "--describe")
 
 
-@pytest.mark.xfail(strict=True, reason=KIP_226)
 def test_broker_configs_alter_cluster_default(pair: Pair) -> None:
     entity = ("--entity-type", "brokers", "--entity-default")
     with _broker_config(pair, entity, "min.insync.replicas", "1"):

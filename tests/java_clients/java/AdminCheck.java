@@ -136,13 +136,14 @@ public final class AdminCheck {
         op("describe-configs-broker-log-retention", () -> configs(brokerResource,
                 List.of("log.retention.hours", "log.retention.minutes", "log.retention.ms")));
         op("incremental-alter-configs-broker", () -> {
-            // message.max.bytes set to its default as a per-broker dynamic config, then deleted again
+            // message.max.bytes set to its default as a per-broker dynamic config, then deleted again; a broker
+            // applies the change when its config-change watch fires, after the answer, so each is waited for
             admin.incrementalAlterConfigs(Map.of(brokerResource, List.of(new AlterConfigOp(
                     new ConfigEntry("message.max.bytes", "1048588"), AlterConfigOp.OpType.SET)))).all().get();
-            var set = configs(brokerResource, List.of("message.max.bytes"));
+            var set = waitForSource(brokerResource, "message.max.bytes", true);
             admin.incrementalAlterConfigs(Map.of(brokerResource, List.of(new AlterConfigOp(
                     new ConfigEntry("message.max.bytes", ""), AlterConfigOp.OpType.DELETE)))).all().get();
-            return List.of(set, configs(brokerResource, List.of("message.max.bytes")));
+            return List.of(set, waitForSource(brokerResource, "message.max.bytes", false));
         });
 
         produce(bootstrap, topic);
@@ -294,6 +295,18 @@ public final class AdminCheck {
         } catch (Exception e) {
             Check.emit("check", "admin", "op", name, "result", null, "error", Check.error(e));
         }
+    }
+
+    /** The config's description once its source is (or is no longer) DYNAMIC_BROKER_CONFIG, or as it is at a
+     *  deadline of 30 s. */
+    static Object waitForSource(ConfigResource resource, String name, boolean dynamic) throws Exception {
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (System.currentTimeMillis() < deadline) {
+            ConfigEntry e = admin.describeConfigs(List.of(resource)).all().get().get(resource).get(name);
+            if (e != null && (e.source() == ConfigEntry.ConfigSource.DYNAMIC_BROKER_CONFIG) == dynamic) break;
+            Thread.sleep(50);
+        }
+        return configs(resource, List.of(name));
     }
 
     static void waitForLeaders(String topic, int partitions) throws Exception {

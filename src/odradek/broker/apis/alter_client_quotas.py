@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.quotas import CLIENT_ID, DEFAULT, IP, QUOTA_KEYS, USER, QuotaEntity, quota_text, sanitize
 from odradek.errors import ErrorCode, KafkaError
@@ -69,9 +70,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     entry_cls = nested(ctx, "EntryData")
     entity_cls = nested(ctx, "EntityData")
     results = []
+    allowed = authz.allowed(ctx, authz.Operation.ALTER_CONFIGS, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME)
     for entry in request.entries:
         error, message = ErrorCode.none, None
         try:
+            if not allowed:  # KafkaApis: AlterConfigs on the Cluster, else every entry refused with Kafka's message
+                raise KafkaError(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
             entity = parse_entity(entry.entity)
             apply_ops({}, entry.ops)  # every op checked before anything is read or written
             if not request.validate_only:

@@ -3,11 +3,11 @@
 For a topic the request's entries become its complete override set: any override the request leaves out goes back
 to its default, as Kafka's legacy AlterConfigs does. The set is validated as a whole (INVALID_CONFIG for an unknown
 name or a bad value, INVALID_REQUEST for a null value) and applied only if all of it is valid; ``validate_only``
-stops there. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION. odradek's broker configs are all read-only (none of them
-can be updated dynamically), so a broker resource with entries is INVALID_CONFIG naming them, as Kafka refuses a
-config it cannot update dynamically; an empty one changes nothing and succeeds. Other resource types:
-INVALID_REQUEST. With an authorizer, a topic needs ALTER_CONFIGS on it (else TOPIC_AUTHORIZATION_FAILED), a broker
-ALTER_CONFIGS on the Cluster (else CLUSTER_AUTHORIZATION_FAILED), as Kafka checks them.
+stops there. Unknown topics: UNKNOWN_TOPIC_OR_PARTITION. For a broker resource (KIP-226: "" the cluster
+default, the id this broker) the entries become the entity's whole dynamic config, judged as IncrementalAlterConfigs
+judges it (an empty set clears it). Other resource types: INVALID_REQUEST. With an authorizer, a topic needs
+ALTER_CONFIGS on it (else TOPIC_AUTHORIZATION_FAILED), a broker ALTER_CONFIGS on the Cluster (else
+CLUSTER_AUTHORIZATION_FAILED), as Kafka checks them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.broker.apis.incremental_alter_configs import alter_topic
+from odradek.broker.apis.incremental_alter_configs import alter_broker, alter_topic, preprocess
 from odradek.broker.topic_config import validate_overrides
 from odradek.errors import ErrorCode, KafkaError
 
@@ -39,19 +39,28 @@ def replacement(current: dict[str, str], configs: Any) -> dict[str, str]:
     return out
 
 
+def _whole(new: dict[str, str], _current: dict[str, str]) -> dict[str, str]:
+    """A broker entity's new config: the request's entries, whatever was stored."""
+    return dict(new)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = nested(ctx, "AlterConfigsResourceResponse")
     results = []
-    for res in request.resources:
+    refused = preprocess(request.resources, lambda c: c.value is None)
+    for i, res in enumerate(request.resources):
         error, message = ErrorCode.none, None
         try:
+            if i in refused:
+                raise refused[i]
+            whole = partial(_whole, {c.name: c.value for c in res.configs})
+            if res.resource_type == BROKER:
+                await alter_broker(ctx, res.resource_name, whole, request.validate_only)
             refusal = authz.config_refusal(ctx, authz.Operation.ALTER_CONFIGS, res.resource_type, res.resource_name)
             if refusal is not None:
                 raise refusal
             if res.resource_type == BROKER:
-                if res.configs:
-                    names = ",".join(sorted(c.name for c in res.configs))
-                    raise KafkaError(ErrorCode.invalid_config, f"Cannot update these configs dynamically: {names}")
+                await alter_broker(ctx, res.resource_name, whole, request.validate_only, checked=True)
             elif res.resource_type != TOPIC:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}")
             else:

@@ -2,8 +2,9 @@
 
 Starts (target replica list) or cancels (null) partition reassignments on the active controller, which runs
 Kafka's OAR/RAR flow: add the new replicas, wait for them to join the ISR, move leadership if needed, then stop and
-delete the old replicas. Non-controllers answer NOT_CONTROLLER. Per partition: UNKNOWN_TOPIC_OR_PARTITION,
-INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to cancel. With an authorizer the
+delete the old replicas. Non-controllers answer NOT_CONTROLLER (Kafka's message, no partitions). Per partition:
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS for a cancel with nothing to
+cancel. With an authorizer the
 request needs ALTER on the Cluster, else CLUSTER_AUTHORIZATION_FAILED at the top level and for every partition.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import NOT_CONTROLLER_MESSAGE, ErrorCode, KafkaError
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -33,8 +34,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.services.controller
     if not authz.allowed(ctx, authz.Operation.ALTER, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
         top_error = ErrorCode.cluster_authorization_failed
-    elif not controller.is_active:
-        top_error = ErrorCode.not_controller
+    elif not controller.is_active:  # Kafka: the error's own message and no per-partition answers
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.not_controller,
+                   error_message=NOT_CONTROLLER_MESSAGE, responses=())
     else:
         try:
             for tp, outcome in (await controller.alter_partition_reassignments(wanted)).items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.coordination import CoordinationError
 from odradek.errors import ErrorCode, KafkaError
@@ -55,6 +56,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.services.controller.is_active:
         return fit(ctx.response_class, throttle_time=NO_THROTTLE, results=tuple(
             result_cls(user=u, error_code=ErrorCode.not_controller, error_message=None) for u in users))
+    if not authz.allowed(ctx, authz.Operation.ALTER, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        # KafkaApis: Alter on the Cluster, else each user (sorted) refused, with no message
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, results=tuple(
+            result_cls(user=u, error_code=ErrorCode.cluster_authorization_failed, error_message=None)
+            for u in sorted(users)))
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     for d in request.deletions:
         bad = _illegal(d.name, int(d.mechanism), None)

@@ -70,6 +70,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                    results=tuple(result(error_code=exc.code, error_message=exc.message) for _ in bindings))
     outcomes = await authorizer.create_acls(bindings)
     return fit(ctx.response_class, throttle_time=NO_THROTTLE, results=tuple(
-        result(error_code=ErrorCode.none, error_message=None) if err is None
+        result(error_code=ErrorCode.none, error_message="") if err is None  # Kafka's default: empty, not null
         else result(error_code=err.code, error_message=err.message)
         for err in outcomes))

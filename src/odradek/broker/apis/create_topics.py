@@ -10,8 +10,8 @@ configs, partition count and replication factor; v7 its topic id. In a cluster t
 request's ``timeout_ms``, until every new partition has a leader in this broker's metadata; past it the topic still
 exists and the code is REQUEST_TIMED_OUT; with a timeout of 0 or less it answers as soon as the topic is written.
 With an authorizer (as Kafka's KafkaApis) each topic needs CREATE on the Cluster or on the topic, else
-TOPIC_AUTHORIZATION_FAILED; without DESCRIBE_CONFIGS on it its configs are not returned (the topic config error code
-is TOPIC_AUTHORIZATION_FAILED).
+TOPIC_AUTHORIZATION_FAILED; without DESCRIBE_CONFIGS on it its configs, partition count, replication factor and topic
+id are not returned (-1s, the zero id, and the topic config error code TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -56,18 +56,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             chosen = await services.topics.check_new_topic(
                 t.name, t.num_partitions, t.replication_factor, assignment or None, configs
             )
-            partitions = len(chosen)
-            rf = len(chosen[0])
+            if t.name in configs_visible:  # Kafka fills these in only for a principal that may see them
+                partitions, rf = len(chosen), len(chosen[0])
             if not request.validate_only:
                 record = await services.topics.create_topic(t.name, chosen, configs, remaining_s(deadline))
-                topic_id = record.topic_id
+                topic_id = record.topic_id if t.name in configs_visible else None
             if config_cls is not None and t.name in configs_visible:
                 described = tuple(
                     config_cls(
                         name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                         is_sensitive=e.sensitive,
                     )
-                    for e in describe(validate_overrides(configs), services.config.topic_defaults())
+                    for e in describe(validate_overrides(configs), services.config.topic_default_levels())
                 )
         except KafkaError as exc:
             error, message = exc.code, exc.message

@@ -47,5 +47,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p, bindings in sorted(by_pattern.items(), key=lambda kv: (kv[0].resource_type, kv[0].pattern_type,
                                                                       kv[0].name))
     )
-    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
+    # Kafka answers an empty message, not null, when it found the ACLs
+    return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message="",
                resources=resources)

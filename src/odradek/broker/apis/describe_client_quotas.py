@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.broker.quotas import CLIENT_ID, DEFAULT, IP, USER, QuotaEntity, desanitize, quota_values, sanitize
 from odradek.errors import ErrorCode, KafkaError
@@ -108,6 +109,10 @@ def entity_parts(entity: QuotaEntity) -> list[tuple[str, str | None]]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not authz.allowed(ctx, authz.Operation.DESCRIBE_CONFIGS, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        # KafkaApis: DescribeConfigs on the Cluster, else the request's error response (no message, no entries)
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=ErrorCode.cluster_authorization_failed,
+                   error_message=None, entries=None)
     try:
         quota_filter = QuotaFilter.parse(request.components, request.strict)
         found = describe(await ctx.services.quotas.all_configs(), quota_filter)

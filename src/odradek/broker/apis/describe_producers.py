@@ -1,9 +1,10 @@
 """DescribeProducers (key 61), version 0.
 
-For each requested partition this broker leads: the producers its log knows (id, epoch, last sequence, last
-timestamp, the coordinator epoch of their last marker, and the first offset of their open transaction or -1), from
-the partition's producer state, as Kafka's ``kafka-transactions.sh describe-producers`` shows them. A partition led
-elsewhere is NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION; with an authorizer, a topic the
+For each requested partition this broker hosts, as leader or follower (Kafka's ReplicaManager.activeProducerState
+does not ask which): the producers its log knows (id, epoch, last sequence, last timestamp, the coordinator epoch of
+their last marker, and the first offset of their open transaction or -1), from the partition's producer state, as
+Kafka's ``kafka-transactions.sh describe-producers`` shows them. A partition hosted only elsewhere is
+NOT_LEADER_OR_FOLLOWER, an unknown one UNKNOWN_TOPIC_OR_PARTITION; with an authorizer, a topic the
 principal may not READ is TOPIC_AUTHORIZATION_FAILED (as Kafka's KafkaApis).
 """
 
@@ -31,9 +32,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for index in topic.partition_indexes:
             try:
-                if topic.name not in readable:
-                    raise KafkaError(ErrorCode.topic_authorization_failed)
-                part = ctx.services.replicas.leader_partition(topic.name, index)
+                if topic.name not in readable:  # Kafka's message for the error
+                    raise KafkaError(ErrorCode.topic_authorization_failed,
+                                     authz.REFUSAL_MESSAGE[ErrorCode.topic_authorization_failed])
+                part = ctx.services.replicas.partition(topic.name, index)  # a follower answers too, as in Kafka
             except KafkaError as exc:
                 partitions.append(partition_cls(partition_index=index, error_code=exc.code,
                                                 error_message=exc.message, active_producers=()))

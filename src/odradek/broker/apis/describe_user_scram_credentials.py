@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
 from odradek.coordination import CoordinationError
 from odradek.errors import ErrorCode, KafkaError
@@ -29,6 +30,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = nested(ctx, "DescribeUserScramCredentialsResult")
     info_cls = nested(ctx, "CredentialInfo")
     names = [u.name for u in request.users] if request.users else None
+    if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
+        # KafkaApis: Describe on the Cluster, else its error response: one refusal per user asked for, with the
+        # user left empty as Kafka's getErrorResponse leaves it (Kafka fails on a null list; odradek lists none)
+        refused = ErrorCode.cluster_authorization_failed
+        return fit(ctx.response_class, throttle_time=NO_THROTTLE, error_code=refused, error_message=None,
+                   results=tuple(result_cls(user="", error_code=refused, error_message=None, credential_infos=())
+                                 for _ in names or ()))
     results: dict[str, Any] = {}
     wanted: list[str] | None = None
     if names is not None:

@@ -1,8 +1,9 @@
 """ElectLeaders (key 43), versions 0-2.
 
 Preferred (0) or unclean (1) leader election for the named partitions (all partitions for a null list), answered by
-the active controller; any other broker answers NOT_CONTROLLER at the top level (v1+) or per partition (v0), and
-clients retry against the controller their metadata names. Per partition: ELECTION_NOT_NEEDED when the preferred
+the active controller; any other broker answers NOT_CONTROLLER for each named partition (none for a null list) with
+no top-level error, as Kafka's ZooKeeper-mode controller does, and clients retry against the controller their
+metadata names. Per partition: ELECTION_NOT_NEEDED when the preferred
 replica already leads (left out of the answer to a null list, as Kafka leaves it), PREFERRED_LEADER_NOT_AVAILABLE /
 ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica qualifies, UNKNOWN_TOPIC_OR_PARTITION ("The partition does not
 exist.") for partitions that do not exist. With an authorizer the request needs ALTER on the
@@ -39,8 +40,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             wanted = [(t.name, p) for t in ctx.services.metadata.topics.values() for p in t.partitions]
         for tp in wanted:
             outcomes[tp] = (top_error, None)
-    elif not controller.is_active:
-        top_error = ErrorCode.not_controller
+    elif not controller.is_active:  # Kafka's ZooKeeper-mode controller: each partition refused, not the request
         for tp in wanted or []:
             outcomes[tp] = (ErrorCode.not_controller, None)
     else:

@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker import authz
@@ -55,7 +56,9 @@ from odradek.broker.fetch_sessions import (
     FetchSession,
     TopicKey,
 )
+from odradek.broker.log.segment import WouldBlock
 from odradek.broker.replica import Partition
+from odradek.broker.replica_manager import ReplicaManager
 from odradek.errors import ErrorCode, KafkaError
 from odradek.placement.model import TopicPartition
 from odradek.protocol.encoders import FetchPartitionResult, encode_fetch_response
@@ -117,8 +120,10 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             if services.authorizer is not None:
                 wanted, refused = _authorized(ctx, replica_id, wanted)
             seen = []
-        topics, total, parts = _read_all(ctx, wanted, replica_id, max_bytes, committed,
-                                         None if session is None else seen)
+        topics, total, parts, cold = _read_all(ctx, wanted, replica_id, max_bytes, committed,
+                                               None if session is None else seen)
+        if cold:
+            total = await _read_cold(cold, max_bytes - total, total, committed)
         if session is not None:
             for entry, part, _idle in seen:
                 if entry.watched is not part:
@@ -132,10 +137,13 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             errors += sum(len(p) for _n, _i, p in refused) + sum(len(p) for _i, p in unknown_ids)
             if errors >= session.size:
                 break  # every partition of the session failed: nothing to wait for
-            await _park_session(session, woken, replica_id, committed, remaining)
+            if await _park_session(session, woken, replica_id, committed, remaining, services.replicas):
+                break
             continue
         if not parts:
             break
+        # a follower's fetch also answers when a partition it does not name yet gets an append
+        parked = services.replicas.parked_fetches.park(replica_id, woken) if replica_id >= 0 else None
         for p, seen_lso in parts:
             if committed:
                 p.add_stable_waiter(woken, seen_lso)
@@ -150,6 +158,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             await woken
         finally:
             timer.cancel()
+            if parked is not None:
+                services.replicas.parked_fetches.unpark(replica_id, parked)
             for p, _ in parts:
                 if committed:
                     p.remove_stable_waiter(woken)
@@ -157,18 +167,22 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
                     p.remove_data_waiter(woken)
                 else:
                     p.remove_visible_waiter(woken)
+        if parked is not None and parked.answer_now:
+            break
+    # Kafka's FetchResponse.partitionResponse(partition, error): an empty aborted list, whatever the isolation
     for name, topic_id, partitions in refused:
-        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed))
-                                        for p in partitions]))
+        topics.append((name, topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.topic_authorization_failed),
+                                                             aborted_transactions=[]) for p in partitions]))
     for topic_id, partitions in unknown_ids:
-        topics.append(
-            ("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id)) for p in partitions])
-        )
+        topics.append(("", topic_id, [FetchPartitionResult(p.partition, int(ErrorCode.unknown_topic_id),
+                                                           aborted_transactions=[]) for p in partitions]))
     session_id = INVALID_SESSION_ID if session is None else session.id
+    sized: list[Any] | None = None
     if replica_id < 0 and quota_limited:
         # Kafka sizes the response the fetch context would send before the session takes it in, and a throttled
         # fetch leaves the session as it was: the fetcher was told nothing.
-        size = sum(len(b) for b in encode_fetch_response(version, topics))
+        sized = encode_fetch_response(version, topics)
+        size = sum(len(b) for b in sized)
         throttle = services.quotas.throttle_fetch(ctx.principal, ctx.client_id, size)
         if throttle > 0:
             ctx.throttle_ms = throttle
@@ -183,6 +197,8 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             for result in results:
                 if result.size:
                     services.stats.sent(name, result.size)
+    if sized is not None and session is None and session_id == INVALID_SESSION_ID:
+        return Encoded(sized)  # the response just sized, which is the one to send: no session changed it
     return Encoded(encode_fetch_response(version, topics, session_id=session_id))
 
 
@@ -232,22 +248,27 @@ def _session_wanted(
 
 
 async def _park_session(session: FetchSession, woken: asyncio.Future[None], replica_id: int, committed: bool,
-                        remaining: float) -> None:
+                        remaining: float, replicas: ReplicaManager) -> bool:
     """Wait until a partition the session watches has what this fetch waits for, or the wait is over. A fetch of
-    the session still parked (a client that did not wait for its answer) answers now."""
+    the session still parked (a client that did not wait for its answer) answers now. True when a follower's
+    fetch must answer now: a partition its session does not watch yet got an append."""
     previous = session.waiter
     if previous is not None and not previous.done():
         previous.set_result(None)
     session.waiter = woken
     session.wakes_on = (APPEND if replica_id >= 0 else HIGH_WATERMARK) | REPLICA
     session.read_committed = committed
+    parked = replicas.parked_fetches.park(replica_id, woken) if replica_id >= 0 else None
     timer = asyncio.get_running_loop().call_later(remaining, _wake_up, woken)
     try:
         await woken
     finally:
         timer.cancel()
+        if parked is not None:
+            replicas.parked_fetches.unpark(replica_id, parked)
         if session.waiter is woken:
             session.waiter = None
+    return parked is not None and parked.answer_now
 
 
 def _requested(request: Any, by_id: bool) -> Iterator[tuple[TopicKey, CachedPartition]]:
@@ -325,19 +346,23 @@ def _wake_up(woken: asyncio.Future[None]) -> None:
 def _read_all(
     ctx: RequestContext, wanted: list[tuple[str, uuid.UUID, Sequence[Any]]], replica_id: int, max_bytes: int,
     committed: bool, seen: list[tuple[CachedPartition, Partition, bool]] | None = None,
-) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]]]:
+) -> tuple[list[tuple[str, uuid.UUID, list[FetchPartitionResult]]], int, list[tuple[Partition, int]],
+           list[_ColdRead]]:
     """Read every wanted partition. A partition with nothing to read at its fetch offset is answered without a
     read. With ``seen`` (an incremental session's partitions, which are :class:`CachedPartition`) such a partition
     whose offsets the fetcher already knows gets no result at all, and ``seen`` collects each partition found
     with the replica serving it and whether it is now idle: nothing to read, no error, and (for a follower) the
-    follower in the ISR, so its next fetches need not look until the replica reports an event."""
+    follower in the ISR, so its next fetches need not look until the replica reports an event. A read the page
+    cache cannot serve is left to :func:`_read_cold` (its result is in place, without records yet)."""
     services = ctx.services
     replicas = services.replicas
     follower = replica_id >= 0
+    now_ms = replicas.clock.monotonic_ms()
     out: list[tuple[str, uuid.UUID, list[FetchPartitionResult]]] = []
     budget = max_bytes
     total = 0
     waitable: list[tuple[Partition, int]] = []
+    cold: list[_ColdRead] = []
     for name, topic_id, partitions in wanted:
         results: list[FetchPartitionResult] = []
         out.append((name, topic_id, results))
@@ -373,12 +398,32 @@ def _read_all(
                         idle.aborted_transactions = []
                     results.append(idle)
                     continue
+                throttled = follower and replicas.leader_quota.is_throttled(name, fp.partition)
+                if throttled and replica_id not in part.isr and replicas.leader_quota.exceeded(now_ms):
+                    # Kafka's shouldLeaderThrottle: a catching-up follower gets no records while over the rate
+                    replicas.leader_quota.withheld += 1
+                    waitable.append((part, lso))
+                    if seen is not None:
+                        seen.append((fp, part, False))
+                    results.append(FetchPartitionResult(fp.partition, 0, hw, lso, start))
+                    continue
                 result = FetchPartitionResult(fp.partition)
                 results.append(result)
-                read = plog.read(
-                    offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw, min_one=total == 0,
-                    read_committed=committed,
-                )
+                record_throttled = (lambda size: replicas.leader_quota.record(size, now_ms)) if throttled else None
+                try:
+                    read = plog.read(
+                        offset, min(fp.partition_max_bytes, max(budget, 0)), None if follower else hw,
+                        min_one=total == 0, read_committed=committed, nowait=True,
+                    )
+                except WouldBlock:  # on the disk, not in the page cache: read on a thread once the others are read
+                    cold.append(_ColdRead(result, part, offset, fp.partition_max_bytes, None if follower else hw,
+                                          follower, record_throttled))
+                    waitable.append((part, lso))
+                    if seen is not None:
+                        seen.append((fp, part, False))
+                    continue
+                if record_throttled is not None:
+                    record_throttled(read.size)
                 result.records = read.buffers
                 result.size = read.size
                 result.aborted_transactions = read.aborted_transactions
@@ -403,4 +448,50 @@ def _read_all(
             result.log_start_offset = part.log.log_start_offset
             if committed and result.aborted_transactions is None:
                 result.aborted_transactions = []
-    return out, total, waitable
+    return out, total, waitable, cold
+
+
+@dataclass(slots=True)
+class _ColdRead:
+    """A partition's read that would have waited for the disk: the result to fill and how to read it."""
+
+    result: FetchPartitionResult
+    part: Partition
+    offset: int
+    max_bytes: int
+    upper: int | None
+    follower: bool
+    record_throttled: Callable[[int], None] | None  # the replication throttle counts what a throttled read sends
+
+
+async def _read_cold(cold: list[_ColdRead], budget: int, total: int, committed: bool) -> int:
+    """Read on a worker thread what the page cache did not hold, in request order, within what is left of the
+    response's ``budget``; returns the response's new total. A read that waits for the disk then stalls only this
+    fetch, not every client and follower served by the event loop. The log's lock orders the read with appends,
+    truncation and retention, so no deleted segment is read."""
+    for c in cold:
+        result = c.result
+        plog = c.part.log
+        try:
+            read = await asyncio.to_thread(plog.read, c.offset, min(c.max_bytes, max(budget, 0)), c.upper,
+                                           total == 0, committed)
+        except KafkaError as exc:
+            result.error_code = int(exc.code)
+            if c.follower:  # a consumer gets -1 offsets with an error, as in _read_all
+                result.high_watermark = c.part.high_watermark
+                result.last_stable_offset = c.part.last_stable_offset
+                result.log_start_offset = plog.log_start_offset
+            if committed:
+                result.aborted_transactions = []
+            continue
+        if c.record_throttled is not None:
+            c.record_throttled(read.size)
+        result.records = read.buffers
+        result.size = read.size
+        result.aborted_transactions = read.aborted_transactions
+        result.high_watermark = read.high_watermark
+        result.last_stable_offset = read.last_stable_offset
+        result.log_start_offset = read.log_start_offset
+        total += read.size
+        budget -= read.size
+    return total

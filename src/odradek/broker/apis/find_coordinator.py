@@ -88,7 +88,8 @@ async def _find(ctx: RequestContext, key_type: int, keys: list[str]) -> list[_An
     resource_type = authz.ResourceType.GROUP if key_type == KEY_TYPE_GROUP else authz.ResourceType.TRANSACTIONAL_ID
     for key in keys:
         if not authz.allowed(ctx, authz.Operation.DESCRIBE, resource_type, key):
-            answers.append(_error(authz.ERROR_OF[resource_type]))
+            refused = authz.ERROR_OF[resource_type]
+            answers.append(_error(refused, authz.REFUSAL_MESSAGE[refused]))
             continue
         leader = services.metadata.leader_for(topic, partition_for(key))
         # the coordinator's address on the listener the client came through, as Kafka answers it

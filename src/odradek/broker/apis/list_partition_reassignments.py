@@ -11,7 +11,7 @@ from typing import Any
 
 from odradek.broker import authz
 from odradek.broker.apis import NO_THROTTLE, RequestContext, fit, nested
-from odradek.errors import ErrorCode, KafkaError
+from odradek.errors import NOT_CONTROLLER_MESSAGE, ErrorCode, KafkaError
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not authz.allowed(ctx, authz.Operation.DESCRIBE, authz.ResourceType.CLUSTER, authz.CLUSTER_NAME):
         error = ErrorCode.cluster_authorization_failed
     elif not controller.is_active:
-        error = ErrorCode.not_controller
+        error, message = ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE
     else:
         try:
             states = await controller.list_partition_reassignments(wanted)

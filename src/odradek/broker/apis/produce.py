@@ -178,7 +178,7 @@ def _append(ctx: RequestContext, request: Any, results: list[tuple[str, list[Pro
                         f"The size of the current ISR {part.isr} is insufficient to satisfy the min.isr "
                         f"requirement of {min_isr} for partition {item.topic}-{index}",
                     )
-            appended, part = services.replicas.append_records(item.topic, index, item.data.records)
+            appended = services.replicas.append_records(part, item.data.records)
             result.base_offset = appended.first_offset
             result.log_append_time_ms = appended.log_append_time_ms
             result.log_start_offset = appended.log_start_offset

@@ -107,11 +107,10 @@ class Membership:
         await self._register()
         self._keeper = asyncio.create_task(self._keep_registered(), name=f"broker-{self.broker_id}-session")
 
-    async def _register(self) -> None:
-        session = self.current()
+    def _znode(self) -> zn.BrokerRegistration:
         reg = self._registration
         assert reg is not None
-        registration = zn.BrokerRegistration(
+        return zn.BrokerRegistration(
             broker_id=reg.broker_id,
             endpoints=reg.endpoints or (zn.Endpoint("PLAINTEXT", reg.host, reg.port),),
             listener_security_protocol_map=dict(reg.protocol_map) or {"PLAINTEXT": "PLAINTEXT"},
@@ -119,7 +118,20 @@ class Membership:
             timestamp=self.clock.now_ms(),
             http_port=reg.http_port,
         )
-        path = zn.broker_path(reg.broker_id)
+
+    async def update_registration(self, registration: Registration) -> None:
+        """New endpoints (a dynamic ``advertised.listeners``): ``/brokers/ids/{id}`` rewritten in place, as Kafka's
+        updateBrokerInfo does, keeping the broker epoch."""
+        self._registration = registration
+        if self.session is not None and self.broker_epoch >= 0:
+            await self.current().set(zn.broker_path(registration.broker_id), self._znode().to_json())
+            log.info("broker %d: registration updated (%s)", registration.broker_id,
+                     ",".join(map(str, registration.endpoints)))
+
+    async def _register(self) -> None:
+        session = self.current()
+        registration = self._znode()
+        path = zn.broker_path(registration.broker_id)
         deadline = asyncio.get_running_loop().time() + session.timeout_ms / 1000 * 2 + 5
         while True:
             try:
@@ -129,12 +141,12 @@ class Membership:
                 # our previous incarnation's session still holds it until ZooKeeper expires that session
                 if asyncio.get_running_loop().time() > deadline:
                     raise KafkaError(ErrorCode.broker_id_not_registered,
-                                     f"broker id {reg.broker_id} is in use") from None
+                                     f"broker id {registration.broker_id} is in use") from None
                 await asyncio.sleep(0.2)
         stat = await session.exists(path)
         assert stat is not None
         self.broker_epoch = stat.czxid
-        log.info("broker %d registered at %s (broker epoch %d)", reg.broker_id, path, self.broker_epoch)
+        log.info("broker %d registered at %s (broker epoch %d)", registration.broker_id, path, self.broker_epoch)
         for listener in self._registered_listeners:
             await listener()
 

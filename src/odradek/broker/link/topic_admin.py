@@ -92,6 +92,10 @@ class TopicAdmin:
                     "Both numPartitions or replicationFactor and replicasAssignments were set. "
                     "Both cannot be used at the same time.",
                 )
+            if len({len(replicas) for replicas in assignment.values()}) != 1:  # Kafka's validateTopicCreate
+                raise KafkaError(
+                    ErrorCode.invalid_replica_assignment, "All partitions should have the same number of replicas"
+                )
             if sorted(assignment) != list(range(len(assignment))):
                 raise KafkaError(
                     ErrorCode.invalid_replica_assignment, "partitions should be a consecutive 0-based integer sequence"

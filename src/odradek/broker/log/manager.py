@@ -137,6 +137,10 @@ class LogManager:
         )
         self._flushing: dict[TopicPartition, concurrent.futures.Future[None]] = {}
         self._epoch_writing: concurrent.futures.Future[None] | None = None
+        self._ticking: concurrent.futures.Future[None] | None = None
+        """The flusher thread's round of flush.ms fsyncs and retention (see :meth:`_sweep`)."""
+        self._retention_pending = False
+        """A retention round found the previous round still running: the next sweep applies retention."""
         self._closing = threading.Event()  # a stop's close threads take over what background work has left
         # Checkpoints are six fsyncs per directory: written on a thread of their own (Kafka's scheduler thread),
         # they no longer stall the event loop, and every request waiting on it, for tens of milliseconds every
@@ -454,6 +458,15 @@ class LogManager:
                 plog.update_config(config)
         return config
 
+    def update_defaults(self, defaults: Mapping[str, ConfigValue]) -> None:
+        """New broker-level topic defaults (a dynamic broker config changed): every log whose topic does not
+        override a changed name adopts it, as Kafka's DynamicLogConfig.reconfigure updates each log's config."""
+        self.defaults = dict(defaults)
+        for (topic, _), plog in self._logs.items():
+            config = self._config_for(topic)
+            if plog.config != config:
+                plog.update_config(config)
+
     def delete_partition(self, topic: str, partition: int) -> None:
         """Rename to ``<topic>-<partition>.<uuid>-delete`` (atomic: the log is gone for every reader at once),
         then remove the files. A crash in between is finished by the next :meth:`load`."""
@@ -494,7 +507,7 @@ class LogManager:
         self._propagate_failures()
         if self._last_sweep_ms is None or now_ms - self._last_sweep_ms >= self._sweep_interval_ms:
             started = time.perf_counter()
-            retention = (self._last_retention_ms is None
+            retention = (self._retention_pending or self._last_retention_ms is None
                          or now_ms - self._last_retention_ms >= self.retention_check_interval_ms)
             if retention:
                 self._last_retention_ms = now_ms
@@ -518,14 +531,21 @@ class LogManager:
         self._checkpoint_failed(done.result())
 
     def _sweep(self, now_ms: int, retention: bool) -> None:
+        """Each log's due work. With background threads, the flush.ms fsyncs and retention's deletes run on the
+        flusher thread, one round for all due logs, so a slow disk stalls neither the event loop nor the clients
+        it serves (only a request for a log being flushed waits, on that log's lock, as it would for an append)."""
         new_epochs: list[PartitionLog] = []
+        due: list[PartitionLog] = []
         for tp, plog in list(self._logs.items()):
             topic, partition = tp
             if plog.offline:
                 continue
             try:
-                plog.tick(now_ms, flush_rolled=self._flusher_pool is None, retention=retention)
-                if self._flusher_pool is not None:
+                if self._flusher_pool is None:
+                    plog.tick(now_ms, retention=retention)
+                else:
+                    if plog.tick_due(now_ms, retention):
+                        due.append(plog)
                     self._schedule_flush(tp, plog)
                     if plog.new_epoch_checkpoint_pending:
                         new_epochs.append(plog)
@@ -533,6 +553,14 @@ class LogManager:
                 log.error("background work on %s-%d failed: %s", topic, partition, exc)
             if plog.config.compact:
                 self._schedule_cleaning(tp, plog, now_ms)
+        if due:
+            assert self._flusher_pool is not None
+            if self._ticking is None or self._ticking.done():
+                # one task for them all, as below
+                self._ticking = self._flusher_pool.submit(_tick_logs, due, now_ms, retention, self._closing)
+                self._retention_pending = False
+            elif retention:
+                self._retention_pending = True
         if new_epochs and (self._epoch_writing is None or self._epoch_writing.done()):
             assert self._flusher_pool is not None
             # one task for them all: ten thousand new leaderships would otherwise be ten thousand futures
@@ -580,8 +608,9 @@ class LogManager:
     def wait_for_cleaner(self, timeout_s: float | None = None) -> None:
         """Block until scheduled compactions and flushes have finished (shutdown and tests)."""
         background = [*self._cleaning.values(), *self._flushing.values()]
-        if self._epoch_writing is not None:
-            background.append(self._epoch_writing)
+        for running in (self._epoch_writing, self._ticking):
+            if running is not None:
+                background.append(running)
         concurrent.futures.wait(background, timeout=timeout_s)
 
     def checkpoint(self) -> None:
@@ -716,6 +745,20 @@ def _write_checkpoints(offsets: list[tuple[Path, dict[str, dict[TopicPartition, 
         except OSError as exc:
             failed.append((directory, exc))
     return failed
+
+
+def _tick_logs(logs: list[PartitionLog], now_ms: int, retention: bool, closing: threading.Event) -> None:
+    """The logs' flush.ms fsyncs and (with ``retention``) retention, on the flusher thread, until the manager closes
+    (its close flushes every log). A failing log is logged and skipped (it has taken itself offline)."""
+    for plog in logs:
+        if closing.is_set():
+            return
+        try:
+            plog.tick(now_ms, flush_rolled=False, retention=retention)
+        except KafkaError as exc:
+            log.error("background work on %s failed: %s", plog.name, exc)
+        except Exception:  # a race with the log's removal: the next round looks again
+            log.exception("background work on %s failed", plog.name)
 
 
 def _write_new_epoch_checkpoints(logs: list[PartitionLog], closing: threading.Event) -> None:

@@ -79,6 +79,11 @@ ORIGIN_CLIENT = "client"
 ORIGIN_COORDINATOR = "coordinator"
 
 
+NOWAIT_TAIL_BYTES = 8 << 20
+"""A ``nowait`` read this close to the active segment's end is read plainly: the tail was just written and is in
+the page cache, and a plain read skips the zeroed buffer a non-blocking one needs."""
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     first_offset: int
@@ -564,7 +569,7 @@ class PartitionLog:
 
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True,
-        read_committed: bool = False,
+        read_committed: bool = False, nowait: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but one batch when
         ``min_one``), none starting at or after ``max_offset`` (the high watermark, for consumers).
@@ -572,6 +577,10 @@ class PartitionLog:
         ``read_committed`` (a READ_COMMITTED fetch) also bounds the read by the last stable offset and collects
         the aborted transactions overlapping what is returned, as Kafka's LocalLog.read does: from ``offset`` up
         to the first offset after the returned bytes.
+
+        ``nowait`` (the event loop's reads): a read away from the log's tail is served only from the page cache,
+        and raises :class:`~odradek.broker.log.segment.WouldBlock` when the disk would have to be read, so the
+        caller reads it again on a thread. The tail, just written, is read as usual.
         """
         with self._lock:
             self._check_online()
@@ -587,13 +596,13 @@ class PartitionLog:
                 limit = min(limit, lso)
             aborted: list[AbortedTxn] | None = [] if read_committed else None
             with self._disk("read"):
-                buffers, size, index, upper = self._read_locked(offset, max_bytes, limit, min_one)
+                buffers, size, index, upper = self._read_locked(offset, max_bytes, limit, min_one, nowait)
                 if read_committed and size:
                     aborted = self._collect_aborted(index, offset, upper)
             return ReadResult(buffers, size, self._high_watermark, self._log_start_offset, leo, lso, aborted)
 
     def _read_locked(
-        self, offset: int, max_bytes: int, limit: int, min_one: bool
+        self, offset: int, max_bytes: int, limit: int, min_one: bool, nowait: bool = False,
     ) -> tuple[list[memoryview], int, int, int]:
         """``(buffers, size, index of the segment read, offset just after the returned batches)``; Kafka's
         fetchUpperBoundOffset: the next batch's base offset, else the next segment's, else the log end."""
@@ -602,19 +611,24 @@ class PartitionLog:
         first_index = self._segment_index_for(offset)
         for index in range(first_index, len(self._segments)):
             segment = self._segments[index]
-            found = segment.find_batch(offset)
+            # away from the tail (a rolled segment, or far behind the active one's end) the data may have left
+            # the page cache
+            cold = nowait and (segment is not self._active
+                               or segment.size - segment.offset_index.lookup(offset) > NOWAIT_TAIL_BYTES)
+            found = segment.find_batch(offset, nowait=cold)
             if found is None:
                 continue  # offset lies past this segment's last batch (compaction removed its tail)
             position, first = found
             if first.base_offset >= limit:
                 return [], 0, -1, offset
+            read = segment.read_cached if cold else segment.read
             if first.size > max_bytes:
                 if not min_one:
                     return [], 0, -1, offset
-                data = segment.read(position, first.size)
+                data = read(position, first.size)
                 return [memoryview(data)], len(data), index, self._offset_after(index, position + len(data))
             want = min(max_bytes, segment.size - position)
-            data = segment.read(position, want)
+            data = read(position, want)
             end = _batch_boundary(data, segment, position, limit)
             return [memoryview(data)[:end]], end, index, self._offset_after(index, position + end)
         return [], 0, -1, offset
@@ -843,6 +857,10 @@ class PartitionLog:
                 self.apply_retention(now_ms)
                 self._producers.remove_expired(now_ms, PRODUCER_ID_EXPIRATION_MS)
 
+    def tick_due(self, now_ms: int, retention: bool) -> bool:
+        """Whether :meth:`tick` has work beyond rolled segments (decided without the lock)."""
+        return retention or self._flush_due(now_ms)
+
     def _flush_due(self, now_ms: int) -> bool:
         return now_ms - self._last_flush_ms >= self.config.flush_ms and (
             self._active.unflushed or self._recovery_point < self.log_end_offset
@@ -1009,7 +1027,7 @@ def _disk_error(name: str, action: str, exc: OSError) -> KafkaError:
     return KafkaError(ErrorCode.kafka_storage_error, f"{action} failed for {name}: {exc}")
 
 
-def _batch_boundary(data: bytes, segment: LogSegment, position: int, limit: int) -> int:
+def _batch_boundary(data: bytes | bytearray, segment: LogSegment, position: int, limit: int) -> int:
     """Length of the prefix of ``data`` (read at ``position``) holding whole batches below ``limit``.
 
     The offset index supplies a batch start near the far end (for the byte bound) and one wholly below

@@ -39,6 +39,15 @@ def file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+_RWF_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None)
+"""Linux's preadv2 flag: read only what the page cache holds (None where the platform lacks it: reads block)."""
+
+
+class WouldBlock(Exception):
+    """A non-blocking read the page cache could not serve: the disk must be read, which the caller does off its
+    event loop."""
+
+
 @dataclass(frozen=True, slots=True)
 class RecoveryOutcome:
     valid_bytes: int
@@ -262,17 +271,19 @@ class LogSegment:
 
     # --- reads ----------------------------------------------------------------------------------------------
 
-    def iter_headers(self, start: int = 0, end: int | None = None, chunk: int = READ_CHUNK
+    def iter_headers(self, start: int = 0, end: int | None = None, chunk: int = READ_CHUNK, nowait: bool = False,
                      ) -> Iterator[tuple[int, BatchHeader]]:
-        """Walk batch headers only (no CRC), reading the file ``chunk`` bytes at a time."""
+        """Walk batch headers only (no CRC), reading the file ``chunk`` bytes at a time (with ``nowait``, from the
+        page cache only: see :meth:`read_cached`)."""
         end = self.size if end is None else end
         position = start
-        buf = b""
+        buf: bytes | bytearray = b""
         buf_start = position
         while position < end:
             rel = position - buf_start
             if rel < 0 or rel + HEADER_SIZE > len(buf):
-                buf = self._pread(min(chunk, end - position), position)
+                length = min(chunk, end - position)
+                buf = self.read_cached(position, length) if nowait else self._pread(length, position)
                 buf_start, rel = position, 0
                 if len(buf) < HEADER_SIZE:
                     raise CorruptBatchError(f"truncated batch header: {end - position} bytes", position)
@@ -282,17 +293,36 @@ class LogSegment:
             yield position, header
             position += header.size
 
-    def find_batch(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
+    def find_batch(self, offset: int, start: int = 0, nowait: bool = False) -> tuple[int, BatchHeader] | None:
         """First batch (position, header) whose last offset is >= ``offset``, via the index then a header
-        walk."""
+        walk (with ``nowait``, from the page cache only)."""
         start = max(start, self.offset_index.lookup(offset))
-        for position, header in self.iter_headers(start, chunk=FIND_CHUNK):
+        for position, header in self.iter_headers(start, chunk=FIND_CHUNK, nowait=nowait):
             if header.last_offset >= offset:
                 return position, header
         return None
 
     def read(self, position: int, length: int) -> bytes:
         return self._pread(length, position)
+
+    def read_cached(self, position: int, length: int) -> bytes | bytearray:
+        """As :meth:`read`, but only what the page cache holds now (``RWF_NOWAIT``): raises :class:`WouldBlock`
+        when the disk would have to be read (a plain read where the platform has no such flag)."""
+        if _RWF_NOWAIT is None:
+            return self._pread(length, position)
+        expected = max(0, min(length, self.size - position))
+        buf = bytearray(length)
+        fd = self.files.acquire(self)
+        try:
+            read = os.preadv(fd, [buf], position, _RWF_NOWAIT)
+        except BlockingIOError:
+            raise WouldBlock(self.log_path.name) from None
+        finally:
+            self.files.release(self)
+        if read < expected:  # part of it is cached, the rest is not
+            raise WouldBlock(self.log_path.name)
+        del buf[read:]
+        return buf
 
     def close(self) -> None:
         """Release the data file's descriptor; index entries not yet written stay unwritten (flush first)."""
