@@ -24,7 +24,7 @@ kafkajs (git tag v2.2.4 of tulios/kafkajs; ``npm install`` in the tree, Node 20)
 
     git -C <kafkajs git dir> archive v2.2.4 | tar -x -C /tmp/suites/kafkajs
     (cd /tmp/suites/kafkajs && npm install --no-audit --no-fund --ignore-scripts)
-    python bench/client_suites.py --kafkajs /tmp/suites/kafkajs                    # every jest test, ~11 min
+    python bench/client_suites.py --kafkajs /tmp/suites/kafkajs                    # every jest test, 5-11 min
     python bench/client_suites.py --kafkajs /tmp/suites/kafkajs --kafkajs-against kafka \
         --kafkajs-test src/broker/__tests__/heartbeat.spec.js                    # some test files, Kafka 3.9
 
@@ -33,7 +33,7 @@ read statistics)::
 
     git -C <librdkafka git dir> archive v2.15.0 | tar -x -C /tmp/suites/librdkafka
     (cd /tmp/suites/librdkafka && ./configure --disable-gssapi && make libs && make -C tests build)
-    python bench/client_suites.py --librdkafka /tmp/suites/librdkafka --librdkafka-parallel 3   # every test
+    python bench/client_suites.py --librdkafka /tmp/suites/librdkafka --librdkafka-parallel 3   # every test, ~20 min
     python bench/client_suites.py --librdkafka /tmp/suites/librdkafka --librdkafka-scenario noautocreate
     python bench/client_suites.py --librdkafka /tmp/suites/librdkafka --librdkafka-against kafka \
         --librdkafka-tests 0081,0113                                              # some tests, Kafka 3.9
