@@ -52,6 +52,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.apache_kafka import KafkaCluster, jvm
 from odradek.coordination.localzk import LocalZooKeeper
+from odradek.lab.processes import wait_until
 
 KAFKA_3, KAFKA_4 = "kafka-3.9.2", "kafka-4.4.0"
 SYSTEMS = ("odradek", KAFKA_3, KAFKA_4)
@@ -75,17 +76,6 @@ def rss_mb(pids: list[int]) -> float:
 def pct(xs: list[float], p: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
-
-
-def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass
@@ -432,7 +422,7 @@ def main() -> None:
                 try:
                     for row, value in run(system, args.src, args).items():
                         results[row][system].append(value)
-                except (RuntimeError, KafkaException, subprocess.SubprocessError) as exc:
+                except (RuntimeError, TimeoutError, KafkaException, subprocess.SubprocessError) as exc:
                     print(f"# {name} on {system} failed: {exc}", flush=True)
         print(f"\n### {name} (median of {args.repeat}; load average {min(loads):.1f}-{max(loads):.1f}; ratio: "
               "odradek / Kafka 3.9 for rates, Kafka 3.9 / odradek for times and memory, above 1 favours odradek)\n")
