@@ -220,3 +220,13 @@ def test_brokers_join_a_given_chroot_with_given_ids(tmp_path: Path) -> None:
     assert cluster.zookeeper_connect == "127.0.0.1:2181/shared"
     with pytest.raises(ValueError, match="absolute"):
         KafkaCluster(tmp_path, version=KAFKA_3, zookeeper="127.0.0.1:2181", chroot="shared")
+
+
+def test_cluster_ids_never_start_with_a_dash() -> None:
+    """``kafka-storage format -t -xyz`` takes the id for an option; Kafka's ``Uuid.randomUuid`` redraws such ids, and
+    so must the KRaft clusters started here (one in 64 ids starts with ``-``)."""
+    from odradek.apache_kafka.cluster import random_cluster_id
+
+    ids = [random_cluster_id() for _ in range(5000)]
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert len(set(ids)) == len(ids)

@@ -57,6 +57,15 @@ def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
         proc.wait(30)
 
 
+def random_cluster_id() -> str:
+    """A cluster id as Kafka's ``Uuid.randomUuid`` makes one: 22 url-safe base64 characters, never starting with
+    ``-``, which ``kafka-storage format -t`` would take for an option (1 start in 64 failed before)."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
+
+
 def _accepts(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1):
@@ -185,7 +194,7 @@ class KafkaCluster:
         self.quick_start = quick_start
         self.start_deadline_s = start_deadline_s
         self.chroot = chroot or f"/kafka-{uuid.uuid4().hex[:12]}"
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = random_cluster_id()
         self._own_zookeeper: LocalZooKeeper | None = None
         self.brokers: list[KafkaBroker] = [
             KafkaBroker(self, node_id, free_port(), free_port() if self.kraft else 0)
