@@ -375,8 +375,7 @@ def phase_leadership(system: str, src: str | None, args: argparse.Namespace) -> 
             return all(leaders[p] not in (controller, -1) for p in led)
 
         wait_until(moved, 900, "leaders off the killed controller", interval=0.2)
-        rows[f"controller killed, {n:,} partitions: its {len(led):,} partitions led again (s)"] = (
-            time.perf_counter() - started)
+        rows[f"controller killed, {n:,} partitions: the ones it led led again (s)"] = time.perf_counter() - started
     return rows
 
 
