@@ -339,9 +339,9 @@ class ReplicaFetcher:
                 self._delay(key, st)
             return
         records = p.records
-        if records and self.deps.quota.is_throttled(topic, p.partition_index):
-            self.deps.quota.record(len(records), self.deps.clock.now_ms())
         if records:
+            if self.deps.quota.is_throttled(topic, p.partition_index):
+                self.deps.quota.record(len(records), self.deps.clock.now_ms())
             try:
                 whole, batches = whole_batches(records)
             except CorruptBatchError as exc:

@@ -197,7 +197,7 @@ async def handle(ctx: RequestContext, request: Any) -> Encoded:
             for result in results:
                 if result.size:
                     services.stats.sent(name, result.size)
-    if sized is not None and session is None and session_id == INVALID_SESSION_ID:
+    if sized is not None and session is None:
         return Encoded(sized)  # the response just sized, which is the one to send: no session changed it
     return Encoded(encode_fetch_response(version, topics, session_id=session_id))
 
